@@ -1,0 +1,5 @@
+import sys
+
+from laminar.cli import main
+
+sys.exit(main())

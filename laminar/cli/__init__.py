@@ -1,0 +1,51 @@
+"""The ``laminar`` command line.
+
+Each subcommand lives in its own module under ``laminar.cli`` with a ``register(subparsers)``
+function; heavy imports (simpy, ray, torch) happen inside the handlers, so ``--help`` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from laminar import __version__
+from laminar.errors import LaminarError
+
+# Modules that add subcommands, in the order --help lists them.
+SUBCOMMAND_MODULES = ("laminar.cli.config_cmd",)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="laminar",
+        description="Laminar: asynchronous RL post-training at cluster scale. Simulate a cluster "
+        "before launch, replay traces, train for real with the same policies.",
+    )
+    parser.add_argument("--version", action="version", version=f"laminar {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "func"):
+        parser.print_help()
+        return 0
+    try:
+        return int(args.func(args) or 0)
+    except LaminarError as e:
+        print(f"laminar: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("laminar: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

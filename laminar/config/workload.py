@@ -1,0 +1,55 @@
+"""Workload section: where trajectory lengths come from and the shape of a global batch."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from laminar.config.base import Section
+
+
+class SyntheticSource(Section):
+    """Lengths drawn from a seeded synthetic generator preset (``laminar trace synth``)."""
+
+    type: Literal["synthetic"] = "synthetic"
+    """Variant tag: ``synthetic``."""
+
+    preset: str = Field("dapo-math", min_length=1, max_length=64)
+    """Generator preset name (see ``laminar/traces``); 1..64 characters."""
+
+
+class TraceSource(Section):
+    """Lengths replayed from a trace file (CSV, Parquet or JSONL; see ``traces/README.md``)."""
+
+    type: Literal["trace"] = "trace"
+    """Variant tag: ``trace``."""
+
+    path: str = Field(..., min_length=1, max_length=4096)
+    """Path of the trace file, relative to the working directory (1..4096 characters)."""
+
+
+class WorkloadConfig(Section):
+    """GRPO batch shape and the source of response lengths."""
+
+    source: Annotated[SyntheticSource | TraceSource, Field(discriminator="type")] = Field(
+        default_factory=SyntheticSource
+    )
+    """Where lengths come from: ``{type: synthetic, preset: ...}`` or
+    ``{type: trace, path: ...}``."""
+
+    prompts_per_step: int = Field(512, ge=1, le=1_000_000)
+    """Prompts per global batch (count, 1..1e6); paper: 512."""
+
+    samples_per_prompt: int = Field(16, ge=1, le=1024)
+    """Responses sampled per prompt, the GRPO group size (count, 1..1024); paper: 16."""
+
+    max_prompt_len: int = Field(2048, ge=1, le=1_048_576)
+    """Longest prompt (tokens, 1..1M); paper: 2K."""
+
+    max_response_len: int = Field(16384, ge=1, le=1_048_576)
+    """Longest response; longer ones are truncated, finish_reason ``length`` (tokens, 1..1M);
+    paper: 16K."""
+
+    steps: int = Field(20, ge=1, le=1_000_000)
+    """Trainer steps (global batches) to run (count, 1..1e6)."""

@@ -1,0 +1,38 @@
+"""Errors a user can act on. The CLI prints them without a traceback and exits with code 2."""
+
+from __future__ import annotations
+
+
+class LaminarError(Exception):
+    """Base class for errors caused by user input (config, trace file, CLI argument)."""
+
+    exit_code = 2
+
+
+class ConfigError(LaminarError):
+    """A config file or ``--set`` override is invalid; the message names the source and key path."""
+
+    def __init__(self, source: str, key_path: str, message: str):
+        self.source = source
+        self.key_path = key_path
+        self.detail = message
+        where = f"{source}: {key_path}" if key_path else source
+        super().__init__(f"{where}: {message}")
+
+
+class TraceError(LaminarError):
+    """A trace file is invalid; the message names the file, and the row and column where known."""
+
+    def __init__(
+        self, path: str, message: str, *, row: int | None = None, column: str | None = None
+    ):
+        self.path = path
+        self.row = row
+        self.column = column
+        self.detail = message
+        parts = [str(path)]
+        if row is not None:
+            parts.append(f"row {row}")
+        if column is not None:
+            parts.append(f"column '{column}'")
+        super().__init__(f"{', '.join(parts)}: {message}")

@@ -1,0 +1,185 @@
+"""Dynamic repack of long-tail trajectories (paper §5).
+
+Late in a batch most rollout replicas are memory-bound with a handful of long trajectories left:
+a small decode batch costs about as much per step as a large one (§2.4). Repack consolidates
+those trajectories onto a few destination replicas of the same weight version, so the sources
+are released to pull the newest weights and start fresh prompts.
+
+Contract (property tests in ``tests/policy/test_repack.py`` assert each line):
+
+- a replica is a *candidate* when its KV use is below capacity and falling since the previous
+  check, and it holds fewer than ``max_batch`` unfinished trajectories (§5.2, Fig. 9);
+- candidates are grouped by ``weight_version`` and never mixed across groups;
+- sources are taken smallest KV footprint first (ties: replica id) and move *whole* to the
+  candidate of the same group that is fullest after the merge while staying within
+  ``kv_capacity_tokens`` and ``max_batch`` (best fit; ties: replica id);
+- a source that fits nowhere is left alone; a replica that received trajectories is not a source
+  afterwards; a replica that was emptied receives nothing; a destination may receive several
+  sources;
+- replicas holding no unfinished trajectory are idle already: neither source nor destination.
+
+The paper's Best-Fit is O(|S|^2). Here destinations are kept sorted by load, so a source takes
+the first feasible one from the front; a destination too full for one source is too full for
+every later (larger) source and is dropped for good, which keeps the scan short in practice
+(the worst case stays O(|S|^2); ``benchmarks/bench_policy.py`` times both).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class TrajectoryState:
+    """One unfinished trajectory on a replica; ``kv_tokens`` is what it occupies (prompt+output)."""
+
+    traj_id: str
+    kv_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaState:
+    """A snapshot of one rollout replica, as the rollout manager sees it at a repack check.
+
+    ``trajectories`` are its unfinished ones (running and waiting); ``kv_used_prev_tokens`` is its
+    KV use at the previous check, so a falling KV use can be told from a full, busy replica.
+    """
+
+    replica_id: str
+    weight_version: int
+    kv_capacity_tokens: int
+    kv_used_tokens: int
+    kv_used_prev_tokens: int
+    max_batch: int
+    trajectories: tuple[TrajectoryState, ...] = ()
+
+    @property
+    def footprint_tokens(self) -> int:
+        """KV tokens its trajectories take up once re-prefilled elsewhere."""
+        return sum(t.kv_tokens for t in self.trajectories)
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """Move every listed trajectory from replica ``src`` to replica ``dst`` (re-prefill there)."""
+
+    src: str
+    dst: str
+    traj_ids: tuple[str, ...]
+
+
+def is_candidate(r: ReplicaState) -> bool:
+    """§5.2: KV use below capacity and falling (no waiting queue left), < B trajectories."""
+    falling = r.kv_used_tokens < min(r.kv_capacity_tokens, r.kv_used_prev_tokens)
+    return falling and len(r.trajectories) < r.max_batch
+
+
+@dataclass(slots=True)
+class _Slot:
+    """Mutable bookkeeping for one candidate while a plan is built."""
+
+    state: ReplicaState
+    load_tokens: int
+    count: int
+    key: tuple[int, str] = field(init=False)
+    received: bool = False
+    listed: bool = True  # still in the destination list
+
+    def __post_init__(self) -> None:
+        self.key = (-self.load_tokens, self.state.replica_id)
+
+
+def plan_repack(replicas: Sequence[ReplicaState]) -> list[Move]:
+    """Return the moves that consolidate long-tail trajectories (best fit, per version group).
+
+    Moves are ordered by group (ascending version), then in the order sources were considered.
+    """
+    groups: dict[int, list[ReplicaState]] = {}
+    for r in replicas:
+        if r.trajectories and is_candidate(r):
+            groups.setdefault(r.weight_version, []).append(r)
+    moves: list[Move] = []
+    for version in sorted(groups):
+        moves.extend(_plan_group(groups[version]))
+    return moves
+
+
+def _plan_group(candidates: list[ReplicaState]) -> list[Move]:
+    slots = [_Slot(r, r.kv_used_tokens, len(r.trajectories)) for r in candidates]
+    if len({s.state.replica_id for s in slots}) != len(slots):
+        raise ValueError("replica ids must be unique within a repack check")
+    dests = _Destinations(slots)
+    moves: list[Move] = []
+    for src in sorted(slots, key=lambda s: (s.state.footprint_tokens, s.state.replica_id)):
+        if src.received:
+            continue
+        fp = src.state.footprint_tokens
+        dst = dests.best_fit(src, fp, src.count)
+        if dst is None:
+            continue
+        dests.remove(src)
+        dests.grow(dst, fp, src.count)
+        moves.append(
+            Move(
+                src.state.replica_id,
+                dst.state.replica_id,
+                tuple(t.traj_id for t in src.state.trajectories),
+            )
+        )
+    return moves
+
+
+class _Destinations:
+    """Candidates that may still receive, fullest first, with a count of free batch slots.
+
+    A destination too full for one source is too full for every later one (sources come
+    smallest first; loads and counts only grow), so it is dropped for good. The largest free
+    batch room only shrinks, so a source with more trajectories than that is skipped in O(1).
+    """
+
+    def __init__(self, slots: list[_Slot]):
+        self._by_id = {s.state.replica_id: s for s in slots}
+        self._keys = sorted(s.key for s in slots)  # (-load, id), ascending = fullest first
+        self._rooms = Counter(s.state.max_batch - s.count for s in slots)
+        self._max_room = max(self._rooms, default=0)
+
+    def remove(self, slot: _Slot) -> None:
+        if not slot.listed:
+            return
+        self._keys.pop(bisect_left(self._keys, slot.key))
+        self._rooms[slot.state.max_batch - slot.count] -= 1
+        slot.listed = False
+
+    def grow(self, slot: _Slot, tokens: int, count: int) -> None:
+        self.remove(slot)
+        slot.load_tokens += tokens
+        slot.count += count
+        slot.received = True
+        slot.key = (-slot.load_tokens, slot.state.replica_id)
+        insort(self._keys, slot.key)
+        self._rooms[slot.state.max_batch - slot.count] += 1
+        slot.listed = True
+
+    def best_fit(self, src: _Slot, fp: int, n: int) -> _Slot | None:
+        """The fullest destination that still fits ``fp`` tokens and ``n`` trajectories."""
+        while self._max_room > 0 and self._rooms[self._max_room] <= 0:
+            self._max_room -= 1
+        if n > self._max_room:
+            return None
+        keys, i = self._keys, 0
+        while i < len(keys):
+            cand = self._by_id[keys[i][1]]
+            if cand is src:
+                i += 1
+            elif cand.count >= cand.state.max_batch or (
+                cand.load_tokens + fp > cand.state.kv_capacity_tokens
+            ):
+                self.remove(cand)  # never fits again
+            elif cand.count + n <= cand.state.max_batch:
+                return cand
+            else:
+                i += 1
+        return None

@@ -1,0 +1,1 @@
+"""The real system on Ray: rollouts, trainer, relays, data pools, rollout manager."""

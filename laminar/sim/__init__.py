@@ -1,0 +1,1 @@
+"""SimPy discrete-event simulator of a whole RL post-training cluster."""

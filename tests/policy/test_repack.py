@@ -1,0 +1,156 @@
+"""Invariants of laminar.policy.repack (paper §5.2), as stated at the top of that module."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from laminar.policy.repack import (
+    Move,
+    ReplicaState,
+    TrajectoryState,
+    is_candidate,
+    plan_repack,
+)
+
+
+def rep(rid, version=0, cap=1000, used=None, prev=None, batch=8, lens=()):
+    trajs = tuple(TrajectoryState(f"{rid}/t{i}", n) for i, n in enumerate(lens))
+    used = sum(lens) if used is None else used
+    prev = used + 1 if prev is None else prev
+    return ReplicaState(rid, version, cap, used, prev, batch, trajs)
+
+
+@st.composite
+def replicas(draw):
+    n = draw(st.integers(0, 12))
+    out = []
+    for i in range(n):
+        cap = draw(st.integers(50, 400))
+        lens = draw(st.lists(st.integers(1, 120), max_size=6))
+        used = min(cap, sum(lens))
+        prev = draw(st.one_of(st.just(used + 10), st.integers(0, cap + 50)))
+        out.append(
+            rep(
+                f"r{i}",
+                version=draw(st.integers(0, 2)),
+                cap=cap,
+                used=used,
+                prev=prev,
+                batch=draw(st.integers(1, 8)),
+                lens=lens,
+            )
+        )
+    return out
+
+
+def test_candidate_needs_falling_kv_and_room_in_batch():
+    assert is_candidate(rep("a", used=10, prev=20, lens=(10,)))
+    assert not is_candidate(rep("a", used=10, prev=10, lens=(10,)))  # flat: still busy
+    assert not is_candidate(rep("a", used=30, prev=20, lens=(30,)))  # rising: waiting queue
+    assert not is_candidate(rep("a", cap=10, used=10, prev=20, lens=(10,)))  # at capacity
+    assert not is_candidate(rep("a", batch=2, used=2, prev=9, lens=(1, 1)))  # B trajectories
+
+
+def test_smallest_source_goes_to_the_fullest_destination_that_fits():
+    rs = [
+        rep("small", lens=(50,)),
+        rep("mid", lens=(300, 100)),
+        rep("full", lens=(900,)),  # 900 + 50 fits, + 400 does not
+    ]
+    moves = plan_repack(rs)
+    assert moves[0] == Move("small", "full", ("small/t0",))
+    # "mid" (400) can go nowhere now: "full" holds 950 and "small" was emptied.
+    assert len(moves) == 1
+
+
+def test_receiver_is_not_a_source_afterwards_and_dst_can_take_several():
+    rs = [rep("a", lens=(10,)), rep("b", lens=(20,)), rep("c", lens=(500,))]
+    moves = plan_repack(rs)
+    assert [(m.src, m.dst) for m in moves] == [("a", "c"), ("b", "c")]
+
+
+def test_never_across_versions():
+    rs = [rep("a", version=1, lens=(10,)), rep("b", version=2, lens=(20,))]
+    assert plan_repack(rs) == []
+
+
+def test_capacity_pruned_destination_can_still_be_a_source():
+    # "x" is too full for "y" (pruned as a destination) but later moves whole to "z".
+    rs = [
+        rep("y", cap=1000, lens=(100,)),
+        rep("x", cap=950, lens=(150, 100)),
+        rep("z", cap=2000, lens=(1000,)),
+    ]
+    moves = plan_repack(rs)
+    assert [(m.src, m.dst) for m in moves] == [("y", "z"), ("x", "z")]
+
+
+@settings(max_examples=400, deadline=None)
+@given(replicas())
+def test_invariants(rs):
+    moves = plan_repack(rs)
+    by_id = {r.replica_id: r for r in rs}
+    load = {r.replica_id: r.kv_used_tokens for r in rs}
+    count = {r.replica_id: len(r.trajectories) for r in rs}
+    moved_ids: list[str] = []
+    srcs, dsts = set(), set()
+    for m in moves:
+        s, d = by_id[m.src], by_id[m.dst]
+        assert is_candidate(s) and is_candidate(d), "non-candidates are untouched"
+        assert s.weight_version == d.weight_version, "never across versions"
+        assert m.traj_ids == tuple(t.traj_id for t in s.trajectories), "source moves whole"
+        assert m.src not in srcs and m.src not in dsts, "a receiver is not a source afterwards"
+        assert m.dst not in srcs, "an emptied replica receives nothing"
+        srcs.add(m.src)
+        dsts.add(m.dst)
+        moved_ids += m.traj_ids
+        load[m.dst] += s.footprint_tokens
+        count[m.dst] += len(s.trajectories)
+        assert load[m.dst] <= d.kv_capacity_tokens, "never over KV capacity"
+        assert count[m.dst] <= d.max_batch, "never over the batch bound"
+    assert len(moved_ids) == len(set(moved_ids)), "no trajectory moves twice"
+    assert plan_repack(rs) == moves, "same input, same plan"
+    assert plan_repack(list(reversed(rs))) == moves, "input order does not matter"
+
+
+def brute_force_dst(rs, src, taken_load, taken_count, emptied):
+    """Reference best fit for one source: scan all, fullest after the merge, ties by id."""
+    best = None
+    for d in rs:
+        if d.replica_id in emptied or d.replica_id == src.replica_id:
+            continue
+        if d.weight_version != src.weight_version or not is_candidate(d) or not d.trajectories:
+            continue
+        after = taken_load[d.replica_id] + src.footprint_tokens
+        if after > d.kv_capacity_tokens:
+            continue
+        if taken_count[d.replica_id] + len(src.trajectories) > d.max_batch:
+            continue
+        key = (-after, d.replica_id)
+        if best is None or key < best[0]:
+            best = (key, d.replica_id)
+    return None if best is None else best[1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(replicas())
+def test_matches_the_quadratic_reference(rs):
+    """The sorted, pruned search picks the same destinations as the plain O(|S|^2) best fit."""
+    expected: list[tuple[str, str]] = []
+    load = {r.replica_id: r.kv_used_tokens for r in rs}
+    count = {r.replica_id: len(r.trajectories) for r in rs}
+    received, emptied = set(), set()
+    cands = [r for r in rs if r.trajectories and is_candidate(r)]
+    for s in sorted(cands, key=lambda r: (r.weight_version, r.footprint_tokens, r.replica_id)):
+        if s.replica_id in received:
+            continue
+        d = brute_force_dst(rs, s, load, count, emptied)
+        if d is None:
+            continue
+        expected.append((s.replica_id, d))
+        emptied.add(s.replica_id)
+        received.add(d)
+        load[d] += s.footprint_tokens
+        count[d] += len(s.trajectories)
+    assert [(m.src, m.dst) for m in plan_repack(rs)] == expected

@@ -1,0 +1,36 @@
+"""Outputs appear whole or not at all."""
+
+from __future__ import annotations
+
+import pytest
+
+from laminar.rundir import staged_dir, staged_file
+
+
+def test_failed_block_leaves_nothing(tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(RuntimeError), staged_dir(out) as d:
+        (d / "half.csv").write_text("x")
+        raise RuntimeError("boom")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_success_replaces_old_output(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "old.txt").write_text("old")
+    with staged_dir(out) as d:
+        (d / "new.txt").write_text("new")
+    assert sorted(p.name for p in out.iterdir()) == ["new.txt"]
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]
+
+
+def test_staged_file(tmp_path):
+    out = tmp_path / "f.csv"
+    with pytest.raises(ValueError), staged_file(out) as t:
+        t.write_text("partial")
+        raise ValueError
+    assert list(tmp_path.iterdir()) == []
+    with staged_file(out) as t:
+        t.write_text("whole")
+    assert out.read_text() == "whole" and len(list(tmp_path.iterdir())) == 1
