@@ -1,0 +1,38 @@
+"""The one trace schema: a row per trajectory, shared by simulator input, runtime output and replay.
+
+Required columns describe the workload; optional columns are filled by whoever measured them
+(the simulator or the runtime) so a real run can be replayed and compared with a simulated one.
+See ``traces/README.md`` for the full description.
+"""
+
+from __future__ import annotations
+
+# Required: the workload itself.
+REQUIRED_COLUMNS: dict[str, str] = {
+    "step": "int64",  # RL step (global batch index), 0-based
+    "prompt_id": "int64",  # prompt identifier; a GRPO group is (step, prompt_id)
+    "sample_index": "int64",  # position within its GRPO group, 0..n-1
+    "prompt_len": "int64",  # prompt tokens
+    "response_len": "int64",  # generated tokens
+    "finish_reason": "string",  # "stop" | "length" (truncated at max_response_len)
+}
+
+# Optional, multi-turn tool tasks.
+TOOL_COLUMNS: dict[str, str] = {
+    "turns": "int64",  # assistant turns in the trajectory (>= 1)
+    "tool_latency_s": "float64",  # environment (tool) latency per turn, seconds (mean)
+}
+
+# Optional, measured by the simulator or the runtime.
+MEASURED_COLUMNS: dict[str, str] = {
+    "gen_start_s": "float64",  # when generation started, seconds since run start
+    "gen_end_s": "float64",  # when the last token was generated
+    "replica_id": "string",  # rollout replica that finished it
+    "weight_version": "int64",  # generation version (the oldest, if mixed)
+    "weight_versions": "string",  # all versions, ';'-joined ("3;4") under partial rollout
+    "consumed_version": "int64",  # trainer version that consumed it (-1: not consumed)
+    "consumed_s": "float64",  # when the trainer consumed it (NaN: not consumed)
+    "staleness": "int64",  # consumed_version - weight_version (-1: not consumed)
+}
+
+FINISH_REASONS = ("stop", "length")
