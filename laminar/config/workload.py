@@ -16,7 +16,12 @@ class SyntheticSource(Section):
     """Variant tag: ``synthetic``."""
 
     preset: str = Field("dapo-math", min_length=1, max_length=64)
-    """Generator preset name (see ``laminar/traces``); 1..64 characters."""
+    """Generator preset name (``laminar trace synth --list``); 1..64 characters."""
+
+    params: dict[str, float] = Field(default_factory=dict, max_length=64)
+    """Overrides of the preset's generator parameters, name -> value in the parameter's own
+    unit (e.g. ``{response_median_tokens: 2000}``; names in ``laminar trace synth --list``;
+    ``laminar trace fit`` prints them for a trace); at most 64 entries."""
 
 
 class TraceSource(Section):

@@ -36,3 +36,34 @@ MEASURED_COLUMNS: dict[str, str] = {
 }
 
 FINISH_REASONS = ("stop", "length")
+
+# Every schema column, in the order written files use.
+ALL_COLUMNS: dict[str, str] = {**REQUIRED_COLUMNS, **TOOL_COLUMNS, **MEASURED_COLUMNS}
+
+# The columns that place a trajectory in its GRPO group. A trace without any of them (a serving
+# trace) is "ungrouped": consecutive rows are grouped when it is replayed (traces/README.md).
+GROUP_COLUMNS = ("step", "prompt_id", "sample_index")
+
+# Columns whose values may be missing (NaN / empty): measured ones that a run may not reach.
+NULLABLE_COLUMNS = frozenset({"gen_start_s", "gen_end_s", "consumed_s", "replica_id"})
+
+# Lower bounds of numeric columns (values below are errors). Versions and staleness use -1 for
+# "not consumed", so their floor is -1.
+MIN_VALUES: dict[str, float] = {
+    "step": 0,
+    "prompt_id": 0,
+    "sample_index": 0,
+    "prompt_len": 0,
+    "response_len": 0,
+    "turns": 1,
+    "tool_latency_s": 0.0,
+    "gen_start_s": 0.0,
+    "gen_end_s": 0.0,
+    "weight_version": 0,
+    "consumed_version": -1,
+    "consumed_s": 0.0,
+    "staleness": -1,
+}
+
+# File formats, by extension.
+EXTENSIONS = (".csv", ".parquet", ".jsonl")
