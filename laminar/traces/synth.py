@@ -123,5 +123,6 @@ def _tool_columns(
     latency = p.tool_latency_median_s * np.exp(
         p.tool_latency_sigma * rng.standard_normal(len(rate))
     )
-    latency = np.where(calls > 0, np.minimum(latency, p.tool_latency_max_s), 0.0)
+    # Rounded to the millisecond, as a measured latency would be (and it keeps files small).
+    latency = np.round(np.where(calls > 0, np.minimum(latency, p.tool_latency_max_s), 0.0), 3)
     return (calls + 1).astype("int64"), latency
