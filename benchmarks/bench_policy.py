@@ -73,7 +73,8 @@ def main() -> None:
         "moves": len(moves),
         "plan_repack_ms_median": round(median_ms(lambda: plan_repack(rs), args.repeats), 3),
         "plan_repack_no_room_ms_median": round(
-            median_ms(lambda: plan_repack(adversarial), max(3, args.repeats // 10)), 3),
+            median_ms(lambda: plan_repack(adversarial), max(3, args.repeats // 10)), 3
+        ),
         "optimal_chunks_us_median": round(
             1e3 * median_ms(lambda: optimal_chunks(1024, 140e9, 5e-6, 1 / 50e9), 1000), 3
         ),

@@ -42,6 +42,9 @@ def staged_file(out: str | Path) -> Iterator[Path]:
     fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=out.suffix, dir=out.parent)
     os.close(fd)
     tmp = Path(name)
+    umask = os.umask(0)
+    os.umask(umask)
+    tmp.chmod(0o666 & ~umask)  # mkstemp makes 0600; outputs get the usual permissions
     try:
         yield tmp
     except BaseException:

@@ -34,3 +34,15 @@ def test_staged_file(tmp_path):
     with staged_file(out) as t:
         t.write_text("whole")
     assert out.read_text() == "whole" and len(list(tmp_path.iterdir())) == 1
+
+
+def test_staged_file_gets_usual_permissions(tmp_path):
+    import os
+
+    umask = os.umask(0o022)
+    try:
+        with staged_file(tmp_path / "f.csv") as t:
+            t.write_text("x")
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "f.csv").stat().st_mode & 0o777 == 0o644
