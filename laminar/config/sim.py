@@ -2,8 +2,72 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
+from pydantic import Field, field_validator
+
 from laminar.config.base import Section
 
 
 class SimConfig(Section):
-    """Settings only the simulator reads."""
+    """Settings only the simulator reads (``laminar simulate``, ``laminar.sim.simulate``)."""
+
+    systems: list[str] = Field(default_factory=lambda: ["laminar"], min_length=1, max_length=16)
+    """Systems to simulate on the same workload and GPUs, one summary row each (1..16 names;
+    ``laminar``; see ``laminar.sim.systems``)."""
+
+    decode: Literal["event", "reference"] = "event"
+    """Decode model: ``event`` skips to the next event in closed form (O(events)); ``reference``
+    advances one decode step per event (O(tokens), for tests)."""
+
+    max_batch: int = Field(256, ge=1, le=65536)
+    """B: most trajectories a rollout replica decodes at once (count, 1..65536); vLLM's
+    ``max_num_seqs`` default is 256. Repack also keeps destinations within it (§5.2)."""
+
+    rollout_batch_prompts: int = Field(0, ge=0, le=1_000_000)
+    """Prompts (whole GRPO groups) a rollout takes from the prompt pool each time it frees up
+    (count, 0..1e6); 0: the global batch spread over the rollout replicas, rounded up."""
+
+    gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0)
+    """Fraction of each rollout GPU's memory the engine may use for weights, activations and KV
+    (0 < f <= 1); vLLM's default is 0.9."""
+
+    kv_watermark: float = Field(0.01, ge=0.0, lt=1.0)
+    """Fraction of KV capacity kept free when admitting a trajectory (0 <= f < 1), as vLLM's
+    block-manager watermark; avoids preempting right after an admission."""
+
+    max_ahead_batches: float = Field(0.0, ge=0.0, le=1000.0)
+    """Backpressure: freed rollouts take no new prompts while this many global batches of
+    trajectories are out and not yet trained on (generating, or complete in the experience
+    buffer) (batches, 0..1000; 0: unbounded). Not a staleness bound: it only keeps a rollout
+    fleet larger than the trainer needs from running arbitrarily far ahead."""
+
+    warmup_steps: int = Field(0, ge=0, le=1_000_000)
+    """Trainer steps left out of the summary's rates, as the paper averages after a warm-up
+    (§8: ten warm-up iterations) (count, 0..1e6; must be < workload.steps)."""
+
+    cost_file: str = Field("", max_length=4096)
+    """JSON file of cost-model coefficients (as written to ``cost_model.json`` in a run
+    directory) to use instead of the hardware/model presets; empty: derive from the presets
+    (0..4096 characters)."""
+
+    replica_series: bool = True
+    """Record the per-replica time series (KV use, batch size) in ``replicas.parquet``
+    (true/false); off saves memory on very long runs."""
+
+    max_sim_time_s: float = Field(1.0e7, gt=0.0, le=1.0e9)
+    """Simulated seconds after which a run stops even if the trainer has not finished its steps
+    (0 < s <= 1e9); the summary says how many steps were reached."""
+
+    @field_validator("systems")
+    @classmethod
+    def _names(cls, v: list[str]) -> list[str]:
+        out: list[str] = []
+        for name in v:
+            name = name.strip()
+            if not name or len(name) > 32:
+                raise ValueError("system names are 1..32 characters")
+            if name in out:
+                raise ValueError(f"system {name!r} listed twice")
+            out.append(name)
+        return out

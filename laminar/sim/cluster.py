@@ -1,0 +1,129 @@
+"""One simulated cluster running one system: the components wired together (paper §3.1).
+
+``Cluster`` owns the SimPy environment and one process per component: a replica per rollout
+replica, the trainer, the relay chain and the rollout manager; the pools are passive. It also
+keeps the raw records that ``laminar.sim.results`` turns into tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+import simpy
+
+from laminar.config import LaminarConfig
+from laminar.errors import ConfigError
+from laminar.sim.cost import CostModel
+from laminar.sim.manager import RolloutManager
+from laminar.sim.pools import ExperienceBuffer, PartialResponsePool, PromptPool, Trajectory
+from laminar.sim.relay import RelayChain
+from laminar.sim.replica import Replica
+from laminar.sim.systems import System
+from laminar.sim.trainer import Trainer
+
+
+class Cluster:
+    """The mechanism shared by every system; ``system`` supplies the policy hooks."""
+
+    def __init__(self, cfg: LaminarConfig, system: System, cost: CostModel, workload: pd.DataFrame):
+        self.env = simpy.Environment()
+        self.cfg = cfg
+        self.system = system
+        self.cost = cost
+        self.split = system.split(cost)
+        self._check_fits()
+        w = cfg.workload
+        self.batch_groups = system.batch_groups(self.split)
+        self.prompts = PromptPool(workload, w.max_prompt_len, w.max_response_len)
+        limit = round(cfg.sim.max_ahead_batches * w.prompts_per_step * self._mean_group_size())
+        self.buffer = ExperienceBuffer(self.env, limit)
+        self.partial = PartialResponsePool()
+        self.series: list[tuple] = []  # (t_s, replica index, kv, running, waiting, version)
+        self.weight_waits: list[tuple[float, int, float]] = []  # (t_s, replica index, wait_s)
+        self.on_step: Callable[[int], None] | None = None
+        self.window: dict | None = None  # stats when the warm-up ended
+        self.relay = RelayChain(self, list(self.split.rollout_machines))
+        self.replicas = [
+            Replica(self, i, m, self.relay.position_of(m))
+            for i, m in enumerate(
+                m for m in self.split.rollout_machines for _ in range(self.split.replicas_per_machine)
+            )
+        ]
+        self.replica_by_id = {r.rid: r for r in self.replicas}
+        self.trainer = Trainer(self)
+        repack = cfg.repack.enabled and system.uses_repack
+        self.manager = RolloutManager(self, cfg.repack.interval_s) if repack else None
+
+    def _mean_group_size(self) -> float:
+        p = self.prompts
+        return len(p.prompt_len) / len(p.group_start)
+
+    def _check_fits(self) -> None:
+        c, w, cost = self.cfg.cluster, self.cfg.workload, self.cost
+        tp, gpm = cost.replica_gpus, min(c.gpus_per_machine, c.gpus)
+        if tp > gpm or gpm % tp:
+            raise ConfigError(
+                "config", "model.rollout_tp", f"{tp} must divide gpus_per_machine ({gpm})"
+            )
+        if self.split.replicas < 1:
+            raise ConfigError("config", "cluster.gpus", "no GPU is left for a rollout replica")
+        longest = w.max_prompt_len + w.max_response_len + 1
+        if longest > cost.kv_capacity_tokens * (1 - self.cfg.sim.kv_watermark):
+            raise ConfigError(
+                "config",
+                "workload.max_response_len",
+                f"a {longest}-token trajectory does not fit one replica's KV cache "
+                f"({cost.kv_capacity_tokens} tokens); raise model.rollout_tp",
+            )
+
+    # Called by components ------------------------------------------------------------------
+
+    def on_trajectory_done(self, t: Trajectory) -> None:
+        """A trajectory's last token was generated; its group enters the buffer when whole."""
+        self.partial.finish(t)
+        g = t.group
+        g.remaining -= 1
+        if g.remaining == 0:
+            self.buffer.put(g)
+
+    def record_replica(self, r: Replica) -> None:
+        """One point of the per-replica time series (at every segment start and idle start)."""
+        if self.cfg.sim.replica_series:
+            self.series.append(
+                (self.env.now, r.index, r.kv, len(r.running), len(r.waiting), r.version)
+            )
+
+    def record_weight_wait(self, r: Replica, wait_s: float) -> None:
+        """A rollout spent ``wait_s`` loading new weights."""
+        self.weight_waits.append((self.env.now, r.index, wait_s))
+
+    def on_step_done(self, steps_done: int) -> None:
+        """The trainer finished a step: mark the end of the warm-up, tick the progress bar."""
+        if steps_done == self.cfg.sim.warmup_steps:
+            self.window = self.totals()
+        if self.on_step is not None:
+            self.on_step(steps_done)
+
+    def totals(self) -> dict:
+        """Cumulative counters now: the difference of two is a window's figures."""
+        kv = idle = decoded = 0.0
+        for r in self.replicas:
+            k, i, d = r.stats_at()
+            kv += k
+            idle += i
+            decoded += d
+        return {"t_s": self.env.now, "kv_token_s": kv, "idle_s": idle, "decoded": decoded}
+
+    # Running ----------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Simulate until the trainer finishes its steps or ``sim.max_sim_time_s`` passes."""
+        if self.cfg.sim.warmup_steps == 0:
+            self.window = self.totals()
+        limit = self.env.timeout(self.cfg.sim.max_sim_time_s)
+        self.env.run(until=self.trainer.done | limit)
+        for r in self.replicas:  # bring in-flight trajectories' token counts up to the end
+            r.sync()
+            for t in r.running.values():
+                t.generated = r.generated_now(t, r.steps)

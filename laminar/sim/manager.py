@@ -1,0 +1,72 @@
+"""The rollout manager (paper §3.1, §5): periodic repack checks, and one after every update.
+
+It builds a :class:`~laminar.policy.repack.ReplicaState` per replica, asks
+``laminar.policy.repack.plan_repack`` for the moves and carries them out: every trajectory of a
+source leaves for its destination, where it waits to be re-prefilled (prompt plus the tokens
+generated so far; the destination charges that prefill when it admits them). The emptied
+source frees up, pulls the newest weights and takes new prompts (§5.1).
+
+Replicas whose KV use is not falling cannot be candidates (``laminar.policy.repack.is_candidate``
+decides, on a snapshot without trajectories); only the others get a full snapshot, which keeps a
+check over a thousand replicas cheap.
+"""
+
+from __future__ import annotations
+
+import simpy
+
+from laminar.policy.repack import ReplicaState, is_candidate, plan_repack
+
+
+class RolloutManager:
+    """Repack over the cluster's replicas; one SimPy process for the periodic checks."""
+
+    def __init__(self, cluster, interval_s: float):
+        self.env: simpy.Environment = cluster.env
+        self.cluster = cluster
+        self.interval_s = interval_s
+        self.kv_prev: dict[str, tuple[int, int]] = {}  # replica -> (batch number, KV tokens)
+        self.checks = 0
+        self.moves = 0
+        self.moved_trajectories = 0
+        self.env.process(self.run())
+
+    def run(self):
+        while True:
+            yield self.env.timeout(self.interval_s)
+            self.check()
+
+    def after_update(self) -> None:
+        """§5.1: a check right after a weight update frees rollouts for the new version."""
+        self.check()
+
+    def check(self) -> int:
+        """One repack check; returns the number of moves carried out."""
+        self.checks += 1
+        snaps = []
+        for r in self.cluster.replicas:
+            kv = r.kv_now()
+            batch, prev = self.kv_prev.get(r.rid, (-1, 0))
+            if batch != r.batches:
+                prev = 0  # a fresh batch since the last look: its KV use is rising, not falling
+            self.kv_prev[r.rid] = (r.batches, kv)
+            if not (r.running or r.waiting):
+                continue
+            light = ReplicaState(r.rid, r.version, r.capacity, kv, prev, r.max_batch)
+            if is_candidate(light) and len(r.running) + len(r.waiting) < r.max_batch:
+                snaps.append(r.snapshot(prev))
+        if len(snaps) < 2:
+            return 0
+        moves = plan_repack(snaps)
+        by_id = self.cluster.replica_by_id
+        for move in moves:
+            src, dst = by_id[move.src], by_id[move.dst]
+            trajs = src.detach_all()
+            if sorted(str(t.tid) for t in trajs) != sorted(move.traj_ids):
+                raise RuntimeError(f"repack plan for {move.src} does not match its trajectories")
+            dst.attach(trajs)
+            src.wake()
+            dst.wake()
+            self.moves += 1
+            self.moved_trajectories += len(trajs)
+        return len(moves)

@@ -1,0 +1,77 @@
+"""The relay tier in the simulator (paper §4): one relay per rollout machine, in a chain.
+
+The trainer hands each new version to the master relay (the actor stall is charged by the
+system, see ``laminar.sim.systems``); this process then broadcasts it down the chain in k
+pipelined chunks. Relay i of the chain holds the version ``broadcast_time(i + 1, k, ...)``
+seconds after the broadcast starts (``laminar.policy.relay``, App. D.2), so no event is needed
+per relay: a rollout asks :meth:`version_at` for its relay's newest version when it frees up.
+A version published while a broadcast is in flight waits for it; only the newest waiting one
+is sent next.
+"""
+
+from __future__ import annotations
+
+import simpy
+
+from laminar.policy.relay import broadcast_time, optimal_chunks, plan_chain
+
+
+class RelayChain:
+    """Master relay plus one relay per rollout machine, and the broadcast process."""
+
+    def __init__(self, cluster, machines: list[int]):
+        self.env: simpy.Environment = cluster.env
+        cost = cluster.cost
+        ids = [f"relay-{m}" for m in machines]
+        self.chain = plan_chain(ids, ids[0])
+        self.position = {int(node.removeprefix("relay-")): i for i, node in enumerate(self.chain.nodes)}
+        self.nbytes = cost.weight_bytes
+        self.alpha_s = cost.rdma_startup_s
+        self.beta_s_per_byte = cost.rdma_beta_s_per_byte
+        p = self.chain.p
+        chunks = cluster.cfg.relay.chunks
+        self.k = chunks or optimal_chunks(p, self.nbytes, self.alpha_s, self.beta_s_per_byte)
+        self.arrival_s = [self._time(i + 1) for i in range(p)]  # after the start, per position
+        self.broadcast_s = self.arrival_s[-1]
+        self.broadcasts: list[tuple[int, float]] = [(0, float("-inf"))]  # (version, start)
+        self._pending: int | None = None
+        self._wake = self.env.event()
+        self.env.process(self.run())
+
+    def _time(self, p: int) -> float:
+        return broadcast_time(p, self.k, self.nbytes, self.alpha_s, self.beta_s_per_byte)
+
+    def publish(self, version: int) -> None:
+        """The master relay now holds ``version``; broadcast it when the chain is free."""
+        self._pending = version
+        if not self._wake.triggered:
+            self._wake.succeed()
+
+    def run(self):
+        while True:
+            yield self._wake
+            self._wake = self.env.event()
+            version, self._pending = self._pending, None
+            self.broadcasts.append((version, self.env.now))
+            yield self.env.timeout(self.broadcast_s)
+
+    def position_of(self, machine: int) -> int:
+        """Chain position of a machine's relay (0: the master)."""
+        return self.position[machine]
+
+    def version_at(self, position: int) -> int:
+        """Newest version the relay at ``position`` holds now."""
+        now = self.env.now
+        delay = self.arrival_s[position]
+        for version, start in reversed(self.broadcasts):
+            if start + delay <= now:
+                return version
+        return 0
+
+    def ready_s(self, position: int, version: int) -> float | None:
+        """When the relay at ``position`` holds ``version`` or newer (None: not yet broadcast)."""
+        delay = self.arrival_s[position]
+        for v, start in self.broadcasts:
+            if v >= version:
+                return start + delay
+        return None

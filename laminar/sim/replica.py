@@ -1,0 +1,271 @@
+"""A rollout replica: continuous batching over a KV cache measured in tokens (paper §3.1).
+
+Mechanism, as vLLM does it: trajectories wait in FIFO order and are admitted while fewer than B
+run and their KV (prompt plus tokens generated so far) fits under the capacity minus a
+watermark; admitted ones are prefilled together, then every running trajectory gains one token
+per decode step. When the next step would overflow the cache, the most recently admitted
+trajectory is preempted (its KV dropped, its tokens kept) and re-prefilled when readmitted.
+
+Between two events the batch is constant, so the replica sleeps in one SimPy timeout until the
+next completion or overflow, computed in closed form (``laminar.sim.decode``). With
+``sim.decode: reference`` it wakes after every single step instead (tests only).
+
+Whoever changes a replica from outside (the rollout manager moving trajectories, a system
+interrupting rollouts at a weight update) first calls :meth:`sync` to bring its counters to the
+present, changes it, then calls :meth:`wake` so it plans a new segment.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from heapq import heappop, heappush
+
+import simpy
+
+from laminar.policy.repack import ReplicaState, TrajectoryState
+from laminar.sim.decode import kv_integral, segment_time_s, steps_within
+from laminar.sim.pools import Trajectory
+
+
+class Replica:
+    """One rollout replica (``cost.replica_gpus`` GPUs) and its SimPy process."""
+
+    def __init__(self, cluster, index: int, machine: int, relay_pos: int):
+        self.env: simpy.Environment = cluster.env
+        self.cluster = cluster
+        self.rid = f"r{index}"
+        self.index = index
+        self.machine = machine
+        self.relay_pos = relay_pos  # position of its machine's relay in the broadcast chain
+        cost = cluster.cost
+        self.cost = cost
+        self.capacity = cost.kv_capacity_tokens
+        self.admit_cap = int(cost.kv_capacity_tokens * (1.0 - cluster.cfg.sim.kv_watermark))
+        self.max_batch = cluster.cfg.sim.max_batch
+        self.one_step = cluster.cfg.sim.decode == "reference"
+        self.version = 0
+        self.batches = 0  # prompt batches taken so far
+        self.running: dict[int, Trajectory] = {}  # admission order: the last is preempted first
+        self.heap: list[tuple[int, int, Trajectory]] = []  # (finish step, seq, trajectory)
+        self.waiting: deque[Trajectory] = deque()
+        self.steps = 0  # decode steps taken since the start
+        self.kv = 0  # KV tokens held by running trajectories
+        self._seq = 0
+        # The current segment: decode starts at seg_t0 (after any prefill), n steps planned.
+        self.seg_t0 = self.seg_a = self.seg_c = 0.0
+        self.seg_n = self.seg_done = self.seg_b = self.seg_kv0 = 0
+        self.busy_until = 0.0  # end of the prefill in progress
+        self.in_segment = False
+        self._wake_pending = False
+        # Statistics (token-seconds of KV, idle seconds, decoded tokens).
+        self.kv_token_s = 0.0
+        self.idle_s = 0.0
+        self.idle_since: float | None = None
+        self.decoded_tokens = 0
+        self.reprefill_tokens = 0
+        self.process = self.env.process(self.run())
+
+    # The process --------------------------------------------------------------------------
+
+    def run(self):
+        env = self.env
+        system = self.cluster.system
+        while True:
+            if not self.running and not self.waiting:
+                self.idle_since = env.now
+                self.cluster.record_replica(self)
+                yield from system.refill(self.cluster, self)
+                self.idle_s += env.now - self.idle_since
+                self.idle_since = None
+                continue
+            prefill_s = self._admit()
+            self._preempt_overflow()
+            n = self._plan(prefill_s)
+            self.in_segment = True
+            try:
+                yield env.timeout(self.seg_t0 - env.now + segment_time_s(n, self.seg_a, self.seg_c))
+                self._apply(n)
+            except simpy.Interrupt:
+                self._wake_pending = False
+            self.in_segment = False
+            self._complete()
+
+    def assign(self, trajs: list[Trajectory]) -> None:
+        """Queue new trajectories, generated with this replica's current weights."""
+        now = self.env.now
+        pool = self.cluster.partial
+        self.batches += 1
+        for t in trajs:
+            t.version = self.version
+            t.replica = self.rid
+            t.gen_start_s = now
+            pool.start(t)
+            self.waiting.append(t)
+
+    # Segments -----------------------------------------------------------------------------
+
+    def _admit(self) -> float:
+        """FIFO admission while B and the KV cache allow; returns the prefill seconds."""
+        running, waiting = self.running, self.waiting
+        lengths = []
+        while waiting and len(running) < self.max_batch:
+            t = waiting[0]
+            need = t.prompt_len + t.generated
+            if self.kv + need + len(running) + 1 > self.admit_cap:
+                if not running:
+                    raise RuntimeError(f"{self.rid}: trajectory {t.tid} can never fit its KV")
+                break
+            waiting.popleft()
+            if t.generated:
+                self.reprefill_tokens += need
+            running[t.tid] = t
+            t.admit_step = self.steps
+            t.gen_at_admit = t.generated
+            self._seq += 1
+            t.heap_seq = self._seq
+            heappush(self.heap, (self.steps + t.response_len - t.generated, self._seq, t))
+            self.kv += need
+            lengths.append(need)
+        return self.cost.prefill_s(lengths) if lengths else 0.0
+
+    def _preempt_overflow(self) -> None:
+        """Preempt the newest trajectories until one more step fits in the KV cache."""
+        running = self.running
+        while len(running) > 1 and self.kv + len(running) > self.capacity:
+            _, t = running.popitem()
+            t.generated = t.gen_at_admit + self.steps - t.admit_step
+            self.kv -= t.prompt_len + t.generated
+            t.heap_seq = -1
+            t.preemptions += 1
+            self.waiting.appendleft(t)
+
+    def _plan(self, prefill_s: float) -> int:
+        """Set up the segment up to the next completion or overflow; returns its steps."""
+        heap = self.heap
+        while heap[0][2].heap_seq != heap[0][1]:
+            heappop(heap)  # stale: preempted or moved since it was pushed
+        b = len(self.running)
+        n = heap[0][0] - self.steps
+        if self.one_step:
+            n = 1
+        else:
+            n = min(n, (self.capacity - self.kv) // b)
+        now = self.env.now
+        start = max(now, self.busy_until)
+        self.busy_until = start + prefill_s
+        self.kv_token_s += self.kv * prefill_s
+        cost = self.cost
+        self.seg_t0 = self.busy_until
+        self.seg_a = cost.decode_base_s + b * cost.decode_per_seq_s + self.kv * cost.decode_per_kv_token_s
+        self.seg_c = b * cost.decode_per_kv_token_s
+        self.seg_n, self.seg_done, self.seg_b, self.seg_kv0 = n, 0, b, self.kv
+        self.cluster.record_replica(self)
+        return n
+
+    def _apply(self, n: int) -> None:
+        """Account steps ``seg_done..n`` of the current segment."""
+        k = n - self.seg_done
+        if k <= 0:
+            return
+        a, c, kv0, b = self.seg_a, self.seg_c, self.seg_kv0, self.seg_b
+        self.kv_token_s += kv_integral(n, a, c, kv0, b) - kv_integral(self.seg_done, a, c, kv0, b)
+        self.steps += k
+        self.kv += k * b
+        self.decoded_tokens += k * b
+        self.seg_done = n
+
+    def _steps_by(self, now: float) -> int:
+        """Whole steps of the current segment done by ``now``."""
+        if not self.in_segment or now <= self.seg_t0:
+            return self.seg_done
+        return min(self.seg_n, steps_within(now - self.seg_t0, self.seg_a, self.seg_c))
+
+    def _complete(self) -> None:
+        """Retire every trajectory whose last token was generated by the current step."""
+        heap, steps, now = self.heap, self.steps, self.env.now
+        done = self.cluster.on_trajectory_done
+        while heap and heap[0][0] <= steps:
+            _, seq, t = heappop(heap)
+            if t.heap_seq != seq:
+                continue
+            del self.running[t.tid]
+            self.kv -= t.prompt_len + t.response_len
+            t.generated = t.response_len
+            t.heap_seq = -1
+            t.gen_end_s = now
+            done(t)
+
+    # Seen from outside ----------------------------------------------------------------------
+
+    def sync(self) -> None:
+        """Bring the step counter and KV to the present (whole steps only)."""
+        self._apply(self._steps_by(self.env.now))
+
+    def wake(self) -> None:
+        """Make the process re-plan after an outside change (no-op when it is not decoding)."""
+        if self.in_segment and not self._wake_pending:
+            self._wake_pending = True
+            self.process.interrupt()
+
+    def generated_now(self, t: Trajectory, steps: int) -> int:
+        """Tokens ``t`` has generated when the step counter reads ``steps``."""
+        if t.heap_seq == -1:
+            return t.generated
+        return t.gen_at_admit + steps - t.admit_step
+
+    def trajectories(self) -> list[Trajectory]:
+        """Unfinished trajectories held here: running (admission order), then waiting."""
+        return [*self.running.values(), *self.waiting]
+
+    def kv_now(self) -> int:
+        """KV tokens in use now, without changing any state."""
+        return self.kv + (self._steps_by(self.env.now) - self.seg_done) * self.seg_b
+
+    def snapshot(self, kv_prev_tokens: int) -> ReplicaState:
+        """What the rollout manager sees at a repack check (``laminar.policy.repack``)."""
+        steps = self.steps + self._steps_by(self.env.now) - self.seg_done
+        trajs = tuple(
+            TrajectoryState(str(t.tid), t.prompt_len + self.generated_now(t, steps))
+            for t in self.trajectories()
+        )
+        return ReplicaState(
+            self.rid,
+            self.version,
+            self.capacity,
+            self.kv_now(),
+            kv_prev_tokens,
+            self.max_batch,
+            trajs,
+        )
+
+    def detach_all(self) -> list[Trajectory]:
+        """Take every unfinished trajectory away (a repack source); call :meth:`wake` after."""
+        self.sync()
+        out = self.trajectories()
+        for t in out:
+            t.generated = self.generated_now(t, self.steps)
+            t.heap_seq = -1
+        self.running.clear()
+        self.waiting.clear()
+        self.heap.clear()
+        self.kv = 0
+        self.busy_until = min(self.busy_until, self.env.now)  # its prefill is abandoned
+        return out
+
+    def attach(self, trajs: list[Trajectory]) -> None:
+        """Receive moved trajectories (a repack destination); call :meth:`wake` after."""
+        self.sync()
+        for t in trajs:
+            t.moves += 1
+            t.replica = self.rid
+            self.waiting.append(t)
+
+    def stats_at(self) -> tuple[float, float, int]:
+        """(KV token-seconds, idle seconds, decoded tokens) up to now, without changing state."""
+        n = self._steps_by(self.env.now)
+        a, c, kv0, b = self.seg_a, self.seg_c, self.seg_kv0, self.seg_b
+        extra = kv_integral(n, a, c, kv0, b) - kv_integral(self.seg_done, a, c, kv0, b)
+        idle = self.idle_s
+        if self.idle_since is not None:
+            idle += self.env.now - self.idle_since
+        return self.kv_token_s + extra, idle, self.decoded_tokens + (n - self.seg_done) * b

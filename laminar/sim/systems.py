@@ -1,0 +1,155 @@
+"""Systems: policies over the one simulated mechanism (DESIGN.md, "Systems simulated").
+
+Every system runs on the same components (``laminar.sim.cluster``): replicas, trainer, relay
+chain, rollout manager, pools. A :class:`System` decides only what differs between designs:
+
+- how the GPUs are split (``split``; ``colocated`` systems give every GPU to both roles),
+- when a freed rollout pulls weights and takes prompts (``refill``),
+- what the trainer consumes each step (``sample``),
+- how a new version reaches the rollouts (``publish``; ``weight_sync`` names the style),
+- what happens to in-flight trajectories at an update (``after_update``;
+  ``interrupt_on_update`` names it), and any ``staleness_bound``.
+
+The base class is Laminar itself (trajectory-level asynchrony, relay pulls, repack); a baseline
+is a small subclass that overrides the hooks it changes. Register it in :data:`SYSTEMS`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from laminar.config import LaminarConfig
+from laminar.errors import ConfigError
+from laminar.sim.cost import CostModel
+
+Proc = Generator[Any, Any, Any]  # a SimPy process body (``yield from`` it)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSplit:
+    """Which GPUs train and which roll out; rollout replicas sit on whole machines."""
+
+    trainer_gpus: int
+    rollout_machines: tuple[int, ...]
+    replicas_per_machine: int
+
+    @property
+    def replicas(self) -> int:
+        """Rollout replicas in the cluster."""
+        return len(self.rollout_machines) * self.replicas_per_machine
+
+
+class System:
+    """Laminar (paper §3-§6); the defaults every baseline starts from."""
+
+    name: ClassVar[str] = "laminar"
+    description: ClassVar[str] = (
+        "trajectory-level asynchrony: rollouts pull weights from a local relay when they free "
+        "up, the trainer consumes completed groups, repack consolidates long tails"
+    )
+    colocated: ClassVar[bool] = False  # trainer and rollouts take turns on every GPU
+    weight_sync: ClassVar[str] = "relay"  # "relay": per-rollout pulls; "global": all at once
+    interrupt_on_update: ClassVar[bool] = False  # in-flight trajectories cut at each update
+    staleness_bound: ClassVar[int | None] = None  # η; None: no configured bound (§6)
+    uses_repack: ClassVar[bool] = True  # honours ``repack.enabled``
+
+    def __init__(self, cfg: LaminarConfig):
+        self.cfg = cfg
+
+    # GPUs ----------------------------------------------------------------------------------
+
+    def split(self, cost: CostModel) -> GpuSplit:
+        """Decoupled: ``cluster.trainer_fraction`` of the machines train, the rest roll out.
+
+        The paper does not publish its splits; the fraction is config (presets say why theirs).
+        Below one machine per role, the single machine is split by GPU.
+        """
+        c = self.cfg.cluster
+        tp = cost.replica_gpus
+        gpm = min(c.gpus_per_machine, c.gpus)
+        machines = c.gpus // gpm
+        if machines >= 2:
+            trainer_machines = min(machines - 1, max(1, round(c.trainer_fraction * machines)))
+            per_machine = gpm // tp
+            rollout = tuple(range(trainer_machines, machines))
+            return GpuSplit(trainer_machines * gpm, rollout, per_machine)
+        trainer_gpus = min(gpm - tp, max(1, round(c.trainer_fraction * gpm)))
+        return GpuSplit(trainer_gpus, (0,), (gpm - trainer_gpus) // tp)
+
+    def batch_groups(self, split: GpuSplit) -> int:
+        """Groups a rollout takes at a time: ``sim.rollout_batch_prompts`` or an even share."""
+        if self.cfg.sim.rollout_batch_prompts:
+            return self.cfg.sim.rollout_batch_prompts
+        return max(1, math.ceil(self.cfg.workload.prompts_per_step / split.replicas))
+
+    # Rollout side -----------------------------------------------------------------------------
+
+    def refill(self, cluster, replica) -> Proc:
+        """A replica ran out of work (§3.2): pull the newest weights, then take prompts."""
+        yield from self.pull_weights(cluster, replica)
+        buffer = cluster.buffer
+        while not buffer.has_room():
+            yield buffer.room()
+        groups = cluster.prompts.take(cluster.batch_groups)
+        trajs = [t for g in groups for t in g.trajs]
+        buffer.outstanding += len(trajs)
+        replica.assign(trajs)
+
+    def pull_weights(self, cluster, replica) -> Proc:
+        """§4.2: copy the local relay's newest version into the replica, if it is newer."""
+        newest = cluster.relay.version_at(replica.relay_pos)
+        if newest > replica.version:
+            cost = cluster.cost
+            wait_s = cost.transfer_s(cost.weight_bytes / cost.replica_gpus, "pcie")
+            yield cluster.env.timeout(wait_s)
+            replica.version = newest
+            cluster.record_weight_wait(replica, wait_s)
+
+    # Trainer side -----------------------------------------------------------------------------
+
+    def sample(self, cluster, step: int) -> Proc:
+        """The groups trainer step ``step`` trains on: the oldest completed global batch."""
+        n = self.cfg.workload.prompts_per_step
+        ready = cluster.buffer.wait_for(n)
+        if ready is not None:
+            yield ready
+        return cluster.buffer.take(n)
+
+    def publish(self, cluster, version: int) -> Proc:
+        """§4.2: one copy of the weights to the master relay (the actor stall), then the chain
+        broadcasts in the background. Returns the stall in seconds."""
+        cost = cluster.cost
+        stall_s = cost.transfer_s(cost.weight_bytes, "rdma")
+        yield cluster.env.timeout(stall_s)
+        cluster.relay.publish(version)
+        return stall_s
+
+    def after_update(self, cluster, version: int) -> None:
+        """§5.1: a repack check after each update frees rollouts for the new version."""
+        if cluster.manager is not None:
+            cluster.manager.after_update()
+
+
+class Laminar(System):
+    """The paper's system; identical to the base class."""
+
+
+SYSTEMS: dict[str, type[System]] = {"laminar": Laminar}
+
+
+def resolve_systems(names: list[str]) -> list[type[System]]:
+    """The system classes for ``sim.systems`` (``all``: every registered system)."""
+    out: list[type[System]] = []
+    for name in names:
+        if name == "all":
+            out += [s for s in SYSTEMS.values() if s not in out]
+        elif name in SYSTEMS:
+            if SYSTEMS[name] not in out:
+                out.append(SYSTEMS[name])
+        else:
+            known = ", ".join([*SYSTEMS, "all"])
+            raise ConfigError("config", "sim.systems", f"unknown system {name!r}; known: {known}")
+    return out

@@ -1,0 +1,75 @@
+"""The trainer (paper §3.2): sample a global batch of completed groups, train, publish weights.
+
+Staleness of every consumed trajectory is recorded through ``laminar.policy.staleness`` at the
+moment the trainer takes it: the trainer's version then, minus the version it was generated
+with (§6). Version v is the weights after v updates; rollouts start at version 0.
+"""
+
+from __future__ import annotations
+
+import simpy
+
+from laminar.policy.staleness import StalenessTracker
+
+
+class Trainer:
+    """The trainer GPUs of the cluster and their SimPy process."""
+
+    def __init__(self, cluster):
+        self.env: simpy.Environment = cluster.env
+        self.cluster = cluster
+        self.version = 0
+        self.steps_done = 0
+        self.staleness = StalenessTracker()
+        self.rows: list[dict] = []
+        self.done = self.env.event()
+        self.env.process(self.run())
+
+    def run(self):
+        env, cluster = self.env, self.cluster
+        system = cluster.system
+        for step in range(cluster.cfg.workload.steps):
+            asked_s = env.now
+            groups = yield from system.sample(cluster, step)
+            start_s = env.now
+            lens, stale = self._consume(groups)
+            train_s = cluster.cost.train_s(lens, cluster.split.trainer_gpus)
+            yield env.timeout(train_s)
+            self.version += 1
+            stall_s = yield from system.publish(cluster, self.version)
+            self.rows.append(
+                {
+                    "step": step,
+                    "version": self.version,
+                    "start_s": start_s,
+                    "data_wait_s": start_s - asked_s,
+                    "train_s": train_s,
+                    "actor_stall_s": stall_s,
+                    "end_s": env.now,
+                    "trajectories": len(lens),
+                    "tokens": sum(lens),
+                    "staleness_mean": sum(stale) / len(stale) if stale else 0.0,
+                    "staleness_max": max(stale, default=0),
+                    "buffered_trajectories": cluster.buffer.trajectories,
+                }
+            )
+            self.steps_done += 1
+            cluster.on_step_done(self.steps_done)
+            system.after_update(cluster, self.version)
+        self.done.succeed()
+
+    def _consume(self, groups) -> tuple[list[int], list[int]]:
+        """Mark every trajectory of ``groups`` consumed now; their lengths and staleness."""
+        now, version = self.env.now, self.version
+        lens: list[int] = []
+        stale: list[int] = []
+        record = self.staleness.record
+        for g in groups:
+            for t in g.trajs:
+                if t.consumed_version != -1:
+                    raise RuntimeError(f"trajectory {t.tid} consumed twice")
+                t.consumed_version = version
+                t.consumed_s = now
+                stale.append(record(version, t.versions or t.version))
+                lens.append(t.prompt_len + t.response_len)
+        return lens, stale
