@@ -83,9 +83,7 @@ def simulate(
         )
     systems = resolve_systems(config.sim.systems)
     if workload is None:
-        from laminar.traces import load_workload
-
-        workload = load_workload(config)
+        workload = load_run_workload(config)
     workload = workload.reset_index(drop=True)
     cost = cost_model_for(config)
     parts: dict[str, list[pd.DataFrame]] = {"steps": [], "traj": [], "rep": []}
@@ -115,6 +113,20 @@ def simulate(
     )
 
 
+def load_run_workload(config: LaminarConfig) -> pd.DataFrame:
+    """The run's workload, with room to generate ahead of the trainer.
+
+    Laminar keeps generating while the trainer trains (§3.2, App. C), so a run of S steps
+    hands out more than S global batches of prompts. The workload is loaded for 2S + 2 steps
+    (a synthetic preset keeps drifting, a trace cycles); the prompt pool wraps beyond that.
+    """
+    from laminar.traces import load_workload
+
+    w = config.workload
+    ahead = w.model_copy(update={"steps": 2 * w.steps + 2})
+    return load_workload(config.model_copy(update={"workload": ahead}))
+
+
 @contextmanager
 def _gc_paused() -> Iterator[None]:
     """Pause Python's cyclic GC while a cluster runs.
@@ -130,4 +142,3 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
-

@@ -39,7 +39,8 @@ class Cluster:
         limit = round(cfg.sim.max_ahead_batches * w.prompts_per_step * self._mean_group_size())
         self.buffer = ExperienceBuffer(self.env, limit)
         self.partial = PartialResponsePool()
-        self.series: list[tuple] = []  # (t_s, replica index, kv, running, waiting, version)
+        # (t_s, replica index, kv, kv at the segment's end, running, waiting, version)
+        self.series: list[tuple] = []
         self.weight_waits: list[tuple[float, int, float]] = []  # (t_s, replica index, wait_s)
         self.on_step: Callable[[int], None] | None = None
         self.window: dict | None = None  # stats when the warm-up ended
@@ -47,7 +48,9 @@ class Cluster:
         self.replicas = [
             Replica(self, i, m, self.relay.position_of(m))
             for i, m in enumerate(
-                m for m in self.split.rollout_machines for _ in range(self.split.replicas_per_machine)
+                m
+                for m in self.split.rollout_machines
+                for _ in range(self.split.replicas_per_machine)
             )
         ]
         self.replica_by_id = {r.rid: r for r in self.replicas}
@@ -87,11 +90,12 @@ class Cluster:
         if g.remaining == 0:
             self.buffer.put(g)
 
-    def record_replica(self, r: Replica) -> None:
-        """One point of the per-replica time series (at every segment start and idle start)."""
+    def record_replica(self, r: Replica, kv_peak: int) -> None:
+        """One point of the per-replica time series (at every segment start and idle start);
+        ``kv_peak`` is the KV the segment reaches at its end if nothing interrupts it."""
         if self.cfg.sim.replica_series:
             self.series.append(
-                (self.env.now, r.index, r.kv, len(r.running), len(r.waiting), r.version)
+                (self.env.now, r.index, r.kv, kv_peak, len(r.running), len(r.waiting), r.version)
             )
 
     def record_weight_wait(self, r: Replica, wait_s: float) -> None:

@@ -24,7 +24,9 @@ class RelayChain:
         cost = cluster.cost
         ids = [f"relay-{m}" for m in machines]
         self.chain = plan_chain(ids, ids[0])
-        self.position = {int(node.removeprefix("relay-")): i for i, node in enumerate(self.chain.nodes)}
+        self.position = {
+            int(node.removeprefix("relay-")): i for i, node in enumerate(self.chain.nodes)
+        }
         self.nbytes = cost.weight_bytes
         self.alpha_s = cost.rdma_startup_s
         self.beta_s_per_byte = cost.rdma_beta_s_per_byte

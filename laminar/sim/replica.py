@@ -73,7 +73,7 @@ class Replica:
         while True:
             if not self.running and not self.waiting:
                 self.idle_since = env.now
-                self.cluster.record_replica(self)
+                self.cluster.record_replica(self, 0)
                 yield from system.refill(self.cluster, self)
                 self.idle_s += env.now - self.idle_since
                 self.idle_since = None
@@ -145,21 +145,20 @@ class Replica:
         while heap[0][2].heap_seq != heap[0][1]:
             heappop(heap)  # stale: preempted or moved since it was pushed
         b = len(self.running)
-        n = heap[0][0] - self.steps
-        if self.one_step:
-            n = 1
-        else:
-            n = min(n, (self.capacity - self.kv) // b)
+        # Next completion or KV overflow; the reference stepper stops after every step.
+        n = 1 if self.one_step else min(heap[0][0] - self.steps, (self.capacity - self.kv) // b)
         now = self.env.now
         start = max(now, self.busy_until)
         self.busy_until = start + prefill_s
         self.kv_token_s += self.kv * prefill_s
         cost = self.cost
         self.seg_t0 = self.busy_until
-        self.seg_a = cost.decode_base_s + b * cost.decode_per_seq_s + self.kv * cost.decode_per_kv_token_s
+        self.seg_a = (
+            cost.decode_base_s + b * cost.decode_per_seq_s + self.kv * cost.decode_per_kv_token_s
+        )
         self.seg_c = b * cost.decode_per_kv_token_s
         self.seg_n, self.seg_done, self.seg_b, self.seg_kv0 = n, 0, b, self.kv
-        self.cluster.record_replica(self)
+        self.cluster.record_replica(self, self.kv + n * b)
         return n
 
     def _apply(self, n: int) -> None:

@@ -47,6 +47,7 @@ SUMMARY_COLUMNS = [
     "repack_moves",
     "moved_trajectories",
     "reprefill_tokens",
+    "decoded_tokens",
 ]
 
 
@@ -68,6 +69,7 @@ def summary_row(c: Cluster) -> dict:
         "repack_moves": c.manager.moves if c.manager else 0,
         "moved_trajectories": c.manager.moved_trajectories if c.manager else 0,
         "reprefill_tokens": sum(r.reprefill_tokens for r in c.replicas),
+        "decoded_tokens": int(end["decoded"]),
     }
     start = c.window
     window_s = end["t_s"] - start["t_s"] if start is not None else 0.0
@@ -104,12 +106,16 @@ def steps_frame(c: Cluster) -> pd.DataFrame:
 
 
 def replicas_frame(c: Cluster) -> pd.DataFrame:
-    """The per-replica time series: a point at every segment start and every idle start."""
-    cols = ["t_s", "replica", "kv_tokens", "running", "waiting", "weight_version"]
+    """The per-replica time series: a point at every segment start and every idle start.
+
+    ``kv_tokens`` is the KV in use at that moment; ``kv_peak_tokens`` the KV the segment
+    reaches at its planned end (KV only grows within a segment), 0 while idle."""
+    cols = ["t_s", "replica", "kv_tokens", "kv_peak_tokens", "running", "waiting", "weight_version"]
     df = pd.DataFrame(c.series, columns=cols)
     df.insert(0, "system", c.system.name)
     df.insert(2, "replica_id", "r" + df.pop("replica").astype(str))
     df["kv_util"] = df["kv_tokens"] / c.cost.kv_capacity_tokens
+    df["kv_capacity_tokens"] = c.cost.kv_capacity_tokens
     return df
 
 

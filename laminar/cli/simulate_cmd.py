@@ -1,0 +1,59 @@
+"""``laminar simulate``: what would this cluster configuration do? (DESIGN.md, use 1)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from laminar.cli.common import add_config_args, config_from_args
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "simulate",
+        help="simulate a cluster: throughput, staleness, idle time per system",
+        description="Simulate RL post-training on a cluster (SimPy) and write a run directory: "
+        "config.yaml, cost_model.json, summary.csv, steps.csv, trajectories.parquet, "
+        "replicas.parquet. Without a config or preset, runs the built-in default "
+        "(Qwen2.5-7B math on 1024 H800s).",
+    )
+    add_config_args(p)
+    p.add_argument(
+        "--systems",
+        metavar="NAMES",
+        help="comma-separated systems to compare on the same workload (shorthand for "
+        "--set sim.systems=[...]; 'all' for every one)",
+    )
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="run directory to write (default: runs/simulate-<time>); replaced if it exists",
+    )
+    p.set_defaults(func=_simulate)
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from laminar.sim import simulate
+    from laminar.sim.report import summary_table
+
+    if args.systems:
+        names = [s.strip() for s in args.systems.split(",") if s.strip()]
+        args.overrides = [*args.overrides, f"sim.systems=[{', '.join(names)}]"]
+    cfg = config_from_args(args)
+    out = Path(args.out or f"runs/simulate-{time.strftime('%Y%m%d-%H%M%S')}")
+    total = cfg.workload.steps * len(cfg.sim.systems)
+    # delay: the bar only appears on runs long enough to want one; disable=None: TTYs only.
+    with tqdm(total=total, unit="step", delay=2.0, disable=None, leave=False) as bar:
+
+        def on_step(system: str, steps_done: int) -> None:
+            bar.set_description(system)
+            bar.update(1)
+
+        result = simulate(cfg, on_step=on_step)
+    result.write(out)
+    print(summary_table(result.summary))
+    print(f"\nrun directory: {out}")
+    return 0

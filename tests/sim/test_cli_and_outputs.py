@@ -1,0 +1,83 @@
+"""``laminar simulate``: the run directory, determinism, the summary table, errors."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from laminar.cli import main
+from laminar.config import load_config
+from laminar.sim.results import SUMMARY_COLUMNS
+from laminar.traces.schema import MEASURED_COLUMNS, REQUIRED_COLUMNS
+
+from .conftest import SMALL
+
+FILES = [
+    "config.yaml",
+    "cost_model.json",
+    "summary.csv",
+    "steps.csv",
+    "trajectories.parquet",
+    "replicas.parquet",
+]
+
+
+def _args(out, *extra):
+    sets = [x for s in SMALL for x in ("--set", s)]
+    return ["simulate", *sets, *extra, "--out", str(out)]
+
+
+def test_run_directory_and_stdout(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(_args(out, "--systems", "laminar", "--seed", "3")) == 0
+    printed = capsys.readouterr().out
+    assert "laminar" in printed and "training throughput" in printed and str(out) in printed
+    assert sorted(p.name for p in out.iterdir()) == sorted(FILES)
+    cfg = load_config(out / "config.yaml")
+    assert cfg.seed == 3 and cfg.cluster.gpus == 8 and cfg.sim.systems == ["laminar"]
+    summary = pd.read_csv(out / "summary.csv")
+    assert list(summary.columns[: len(SUMMARY_COLUMNS)]) == SUMMARY_COLUMNS
+    assert summary["steps"].tolist() == [cfg.workload.steps]
+    traj = pd.read_parquet(out / "trajectories.parquet")
+    assert set(REQUIRED_COLUMNS) | set(MEASURED_COLUMNS) <= set(traj.columns)
+    assert set(traj["finish_reason"]) <= {"stop", "length"}
+    reps = pd.read_parquet(out / "replicas.parquet")
+    assert {"t_s", "replica_id", "kv_tokens", "running", "waiting"} <= set(reps.columns)
+    assert len(pd.read_csv(out / "steps.csv")) == cfg.workload.steps
+
+
+def test_same_config_and_seed_give_identical_files(tmp_path):
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    assert main(_args(a, "--seed", "7")) == 0
+    assert main(_args(b, "--seed", "7")) == 0
+    for name in FILES:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    assert main(_args(c, "--seed", "8")) == 0
+    assert (a / "trajectories.parquet").read_bytes() != (c / "trajectories.parquet").read_bytes()
+
+
+def test_repack_switch(tmp_path):
+    on, off = tmp_path / "on", tmp_path / "off"
+    tight = ["--set", "sim.rollout_batch_prompts=3", "--set", "sim.max_batch=8"]
+    assert main(_args(on, *tight)) == 0
+    assert main(_args(off, *tight, "--set", "repack.enabled=false")) == 0
+    s_on = pd.read_csv(on / "summary.csv").iloc[0]
+    s_off = pd.read_csv(off / "summary.csv").iloc[0]
+    assert s_on["repack_moves"] > 0 and s_off["repack_moves"] == 0
+    assert pd.read_parquet(off / "trajectories.parquet")["moves"].eq(0).all()
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--systems", "laminar,nonesuch"], "unknown system 'nonesuch'"),
+        (["--set", "sim.warmup_steps=5"], "sim.warmup_steps"),
+        (["--set", "workload.max_response_len=1000000"], "workload.max_response_len"),
+        (["--set", "model.rollout_tp=3"], "model.rollout_tp"),
+    ],
+)
+def test_user_errors_exit_2_and_write_nothing(tmp_path, capsys, extra, message):
+    out = tmp_path / "run"
+    assert main(_args(out, *extra)) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
