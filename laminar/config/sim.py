@@ -36,11 +36,11 @@ class SimConfig(Section):
     """Fraction of KV capacity kept free when admitting a trajectory (0 <= f < 1), as vLLM's
     block-manager watermark; avoids preempting right after an admission."""
 
-    max_ahead_batches: float = Field(0.0, ge=0.0, le=1000.0)
-    """Backpressure: freed rollouts take no new prompts while this many global batches of
-    trajectories are out and not yet trained on (generating, or complete in the experience
-    buffer) (batches, 0..1000; 0: unbounded). Not a staleness bound: it only keeps a rollout
-    fleet larger than the trainer needs from running arbitrarily far ahead."""
+    buffer_limit_batches: float = Field(2.0, ge=0.0, le=1000.0)
+    """Backpressure: freed rollouts take no new prompts while the experience buffer holds this
+    many global batches of completed, not yet trained-on trajectories (batches, 0..1000;
+    0: unbounded). Not a staleness bound: when the trainer is the bottleneck it keeps the
+    rollouts from running arbitrarily far ahead; when generation is, it never binds."""
 
     warmup_steps: int = Field(0, ge=0, le=1_000_000)
     """Trainer steps left out of the summary's rates, as the paper averages after a warm-up

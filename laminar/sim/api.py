@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import json
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -49,6 +50,9 @@ class SimResult:
     trajectories: pd.DataFrame
     replicas: pd.DataFrame
     cost_models: dict[str, CostModel] = field(default_factory=dict)
+    timings_s: dict[str, float] = field(default_factory=dict)
+    """Wall seconds spent, by phase (``workload``, ``<system>.run``, ``<system>.tables``);
+    not written to the run directory, which stays bit-for-bit repeatable."""
 
     def write(self, out: str | Path) -> Path:
         """Write the run directory ``out`` (whole, or not at all: ``laminar.rundir``)."""
@@ -82,25 +86,31 @@ def simulate(
             f"must be below workload.steps ({config.workload.steps}) to leave a window",
         )
     systems = resolve_systems(config.sim.systems)
+    t0 = time.perf_counter()
     if workload is None:
         workload = load_run_workload(config)
     workload = workload.reset_index(drop=True)
     cost = cost_model_for(config)
+    timings = {"workload": time.perf_counter() - t0}
     parts: dict[str, list[pd.DataFrame]] = {"steps": [], "traj": [], "rep": []}
     rows = []
     costs = {}
     for cls in systems:
         system = cls(config)
+        t0 = time.perf_counter()
         cluster = Cluster(config, system, cost, workload)
         if on_step is not None:
             cluster.on_step = lambda n, name=system.name: on_step(name, n)
         with _gc_paused():
             cluster.run()
+        t1 = time.perf_counter()
         rows.append(summary_row(cluster))
         parts["steps"].append(steps_frame(cluster))
         parts["traj"].append(trajectories_frame(cluster, workload))
         parts["rep"].append(replicas_frame(cluster))
         costs[system.name] = cost
+        timings[f"{system.name}.run"] = t1 - t0
+        timings[f"{system.name}.tables"] = time.perf_counter() - t1
     summary = pd.DataFrame(rows)
     extra = [c for c in summary.columns if c not in SUMMARY_COLUMNS]
     return SimResult(
@@ -110,6 +120,7 @@ def simulate(
         trajectories=pd.concat(parts["traj"], ignore_index=True),
         replicas=pd.concat(parts["rep"], ignore_index=True),
         cost_models=costs,
+        timings_s=timings,
     )
 
 

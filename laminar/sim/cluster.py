@@ -16,7 +16,7 @@ from laminar.config import LaminarConfig
 from laminar.errors import ConfigError
 from laminar.sim.cost import CostModel
 from laminar.sim.manager import RolloutManager
-from laminar.sim.pools import ExperienceBuffer, PartialResponsePool, PromptPool, Trajectory
+from laminar.sim.pools import ExperienceBuffer, PartialResponsePool, PromptPool
 from laminar.sim.relay import RelayChain
 from laminar.sim.replica import Replica
 from laminar.sim.systems import System
@@ -36,7 +36,7 @@ class Cluster:
         w = cfg.workload
         self.batch_groups = system.batch_groups(self.split)
         self.prompts = PromptPool(workload, w.max_prompt_len, w.max_response_len)
-        limit = round(cfg.sim.max_ahead_batches * w.prompts_per_step * self._mean_group_size())
+        limit = round(cfg.sim.buffer_limit_batches * w.prompts_per_step * self._mean_group_size())
         self.buffer = ExperienceBuffer(self.env, limit)
         self.partial = PartialResponsePool()
         # (t_s, replica index, kv, kv at the segment's end, running, waiting, version)
@@ -81,22 +81,6 @@ class Cluster:
             )
 
     # Called by components ------------------------------------------------------------------
-
-    def on_trajectory_done(self, t: Trajectory) -> None:
-        """A trajectory's last token was generated; its group enters the buffer when whole."""
-        self.partial.finish(t)
-        g = t.group
-        g.remaining -= 1
-        if g.remaining == 0:
-            self.buffer.put(g)
-
-    def record_replica(self, r: Replica, kv_peak: int) -> None:
-        """One point of the per-replica time series (at every segment start and idle start);
-        ``kv_peak`` is the KV the segment reaches at its end if nothing interrupts it."""
-        if self.cfg.sim.replica_series:
-            self.series.append(
-                (self.env.now, r.index, r.kv, kv_peak, len(r.running), len(r.waiting), r.version)
-            )
 
     def record_weight_wait(self, r: Replica, wait_s: float) -> None:
         """A rollout spent ``wait_s`` loading new weights."""

@@ -62,7 +62,7 @@ class RolloutManager:
         for move in moves:
             src, dst = by_id[move.src], by_id[move.dst]
             trajs = src.detach_all()
-            if sorted(str(t.tid) for t in trajs) != sorted(move.traj_ids):
+            if sorted(t.sid for t in trajs) != sorted(move.traj_ids):
                 raise RuntimeError(f"repack plan for {move.src} does not match its trajectories")
             dst.attach(trajs)
             src.wake()

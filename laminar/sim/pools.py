@@ -37,6 +37,7 @@ class Trajectory:
         "response_len",
         "row",
         "sample_index",
+        "sid",
         "tid",
         "version",
         "versions",
@@ -45,6 +46,7 @@ class Trajectory:
     def __init__(self, tid: int, group: Group, row: int, sample_index: int, prompt_len: int,
                  response_len: int):  # fmt: skip
         self.tid = tid
+        self.sid = str(tid)  # its id in repack plans (``laminar.policy.repack``)
         self.group = group
         self.row = row  # row of the workload table it came from
         self.sample_index = sample_index
@@ -137,16 +139,15 @@ class PromptPool:
 class ExperienceBuffer:
     """Completed groups, oldest first; the trainer takes a global batch at a time (FIFO).
 
-    It also applies backpressure to the prompt pool: ``outstanding`` counts trajectories handed
-    to rollouts and not yet consumed (generating, or complete and waiting here); while it is at
-    ``limit_trajectories`` (0: no limit), freed rollouts wait before taking new prompts.
+    It also applies backpressure to the prompt pool: while it holds ``limit_trajectories``
+    completed, unconsumed trajectories (0: no limit), freed rollouts wait before taking new
+    prompts. Only complete groups count, so the long tail of a group never throttles anyone.
     """
 
     def __init__(self, env: simpy.Environment, limit_trajectories: int):
         self.env = env
         self.groups: deque[Group] = deque()
         self.trajectories = 0
-        self.outstanding = 0
         self.limit = limit_trajectories
         self._want = 0
         self._ready: simpy.Event | None = None
@@ -171,9 +172,7 @@ class ExperienceBuffer:
     def take(self, n_groups: int) -> list[Group]:
         """Remove and return the oldest ``n_groups`` groups."""
         out = [self.groups.popleft() for _ in range(n_groups)]
-        n = sum(len(g.trajs) for g in out)
-        self.trajectories -= n
-        self.outstanding -= n
+        self.trajectories -= sum(len(g.trajs) for g in out)
         if self.has_room() and not self._room.triggered:
             self._room.succeed()
             self._room = self.env.event()
@@ -181,7 +180,7 @@ class ExperienceBuffer:
 
     def has_room(self) -> bool:
         """True while rollouts may take new prompts (see class docstring)."""
-        return self.limit == 0 or self.outstanding < self.limit
+        return self.limit == 0 or self.trajectories < self.limit
 
     def room(self) -> simpy.Event:
         """An event that fires when the trainer next makes room."""

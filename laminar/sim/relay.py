@@ -36,6 +36,7 @@ class RelayChain:
         self.arrival_s = [self._time(i + 1) for i in range(p)]  # after the start, per position
         self.broadcast_s = self.arrival_s[-1]
         self.broadcasts: list[tuple[int, float]] = [(0, float("-inf"))]  # (version, start)
+        self.published: list[tuple[int, float]] = [(0, float("-inf"))]  # (version, time)
         self._pending: int | None = None
         self._wake = self.env.event()
         self.env.process(self.run())
@@ -45,6 +46,7 @@ class RelayChain:
 
     def publish(self, version: int) -> None:
         """The master relay now holds ``version``; broadcast it when the chain is free."""
+        self.published.append((version, self.env.now))
         self._pending = version
         if not self._wake.triggered:
             self._wake.succeed()
@@ -63,6 +65,8 @@ class RelayChain:
 
     def version_at(self, position: int) -> int:
         """Newest version the relay at ``position`` holds now."""
+        if position == 0:  # the master holds a version as soon as it is published
+            return self.published[-1][0]
         now = self.env.now
         delay = self.arrival_s[position]
         for version, start in reversed(self.broadcasts):
@@ -72,6 +76,8 @@ class RelayChain:
 
     def ready_s(self, position: int, version: int) -> float | None:
         """When the relay at ``position`` holds ``version`` or newer (None: not yet broadcast)."""
+        if position == 0:
+            return next((t for v, t in self.published if v >= version), None)
         delay = self.arrival_s[position]
         for v, start in self.broadcasts:
             if v >= version:

@@ -145,6 +145,7 @@ def trajectories_frame(c: Cluster, workload: pd.DataFrame) -> pd.DataFrame:
     df["gen_start_s"] = [t.gen_start_s for t in ts]
     df["gen_end_s"] = [t.gen_end_s for t in ts]
     df["replica_id"] = [t.replica for t in ts]
+    # Under mixed-version systems the oldest version is the generation version (§6).
     df["weight_version"] = [min(t.versions) if t.versions else t.version for t in ts]
     df["weight_versions"] = [
         ";".join(map(str, t.versions)) if t.versions else str(t.version) for t in ts

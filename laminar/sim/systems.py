@@ -94,9 +94,7 @@ class System:
         while not buffer.has_room():
             yield buffer.room()
         groups = cluster.prompts.take(cluster.batch_groups)
-        trajs = [t for g in groups for t in g.trajs]
-        buffer.outstanding += len(trajs)
-        replica.assign(trajs)
+        replica.assign([t for g in groups for t in g.trajs])
 
     def pull_weights(self, cluster, replica) -> Proc:
         """§4.2: copy the local relay's newest version into the replica, if it is newer."""
