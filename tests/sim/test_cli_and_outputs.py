@@ -8,6 +8,7 @@ import pytest
 from laminar.cli import main
 from laminar.config import load_config
 from laminar.sim.results import SUMMARY_COLUMNS
+from laminar.traces import read_trace
 from laminar.traces.schema import MEASURED_COLUMNS, REQUIRED_COLUMNS
 
 from .conftest import SMALL
@@ -41,6 +42,9 @@ def test_run_directory_and_stdout(tmp_path, capsys):
     traj = pd.read_parquet(out / "trajectories.parquet")
     assert set(REQUIRED_COLUMNS) | set(MEASURED_COLUMNS) <= set(traj.columns)
     assert set(traj["finish_reason"]) <= {"stop", "length"}
+    # A simulated run is a trace: the traces reader takes it back (replay of a simulated run).
+    back = read_trace(out / "trajectories.parquet")
+    assert len(back) == len(traj) and (back["response_len"] == traj["response_len"]).all()
     reps = pd.read_parquet(out / "replicas.parquet")
     assert {"t_s", "replica_id", "kv_tokens", "running", "waiting"} <= set(reps.columns)
     assert len(pd.read_csv(out / "steps.csv")) == cfg.workload.steps
@@ -81,3 +85,14 @@ def test_user_errors_exit_2_and_write_nothing(tmp_path, capsys, extra, message):
     assert main(_args(out, *extra)) == 2
     assert message in capsys.readouterr().err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("preset", ["paper-math-7b", "paper-math-32b", "paper-math-72b"])
+def test_presets_scale_down(tmp_path, preset):
+    out = tmp_path / preset
+    sets = ["--set", "cluster.gpus=32", "--set", "workload.steps=2", "--set", "sim.warmup_steps=1"]
+    assert main(["simulate", "--preset", preset, *sets, "--out", str(out)]) == 0
+    s = pd.read_csv(out / "summary.csv").iloc[0]
+    assert s["steps"] == 2 and s["gpus"] == 32 and s["train_tokens_per_s"] > 0
+    assert s["trainer_gpus"] + s["rollout_gpus"] == 32
+
