@@ -95,4 +95,3 @@ def test_presets_scale_down(tmp_path, preset):
     s = pd.read_csv(out / "summary.csv").iloc[0]
     assert s["steps"] == 2 and s["gpus"] == 32 and s["train_tokens_per_s"] > 0
     assert s["trainer_gpus"] + s["rollout_gpus"] == 32
-

@@ -25,14 +25,14 @@ def _chain(machines, chunks=0):
 
 def test_relay_positions_receive_at_the_policy_broadcast_time():
     env, cost, relay = _chain(list(range(3, 131)))  # 128 rollout machines
-    p, m = 128, cost.weight_bytes
-    k = optimal_chunks(p, m, cost.rdma_startup_s, 1 / cost.rdma_bytes_per_s)
+    p, m, alpha, beta = 128, cost.weight_bytes, cost.rdma_startup_s, 1 / cost.rdma_bytes_per_s
+    k = optimal_chunks(p, m, alpha, beta)
     assert relay.k == k and relay.position_of(3) == 0 and relay.position_of(130) == 127
     env.run(until=10.0)
     relay.publish(1)
     assert relay.version_at(0) == 1  # the master holds it at once
     for pos in (1, 64, 127):
-        arrive = 10.0 + broadcast_time(pos + 1, k, m, cost.rdma_startup_s, 1 / cost.rdma_bytes_per_s)
+        arrive = 10.0 + broadcast_time(pos + 1, k, m, alpha, beta)
         env.run(until=arrive - 1e-6)
         assert relay.version_at(pos) == 0
         env.run(until=arrive + 1e-9)
