@@ -38,9 +38,10 @@ class SimConfig(Section):
 
     buffer_limit_batches: float = Field(2.0, ge=0.0, le=1000.0)
     """Backpressure: freed rollouts take no new prompts while the experience buffer holds this
-    many global batches of completed, not yet trained-on trajectories (batches, 0..1000;
-    0: unbounded). Not a staleness bound: when the trainer is the bottleneck it keeps the
-    rollouts from running arbitrarily far ahead; when generation is, it never binds."""
+    many global batches of completed, not yet trained-on trajectories (batches, 0 or 1..1000;
+    0: unbounded; below 1 the trainer could never fill a batch). Not a staleness bound: when the
+    trainer is the bottleneck it keeps the rollouts from running arbitrarily far ahead; when
+    generation is, it never binds."""
 
     warmup_steps: int = Field(0, ge=0, le=1_000_000)
     """Trainer steps left out of the summary's rates, as the paper averages after a warm-up
@@ -58,6 +59,13 @@ class SimConfig(Section):
     max_sim_time_s: float = Field(1.0e7, gt=0.0, le=1.0e9)
     """Simulated seconds after which a run stops even if the trainer has not finished its steps
     (0 < s <= 1e9); the summary says how many steps were reached."""
+
+    @field_validator("buffer_limit_batches")
+    @classmethod
+    def _room_for_a_batch(cls, v: float) -> float:
+        if 0 < v < 1:
+            raise ValueError("must be 0 (unbounded) or at least 1 global batch")
+        return v
 
     @field_validator("systems")
     @classmethod

@@ -92,36 +92,39 @@ def simulate(
     workload = workload.reset_index(drop=True)
     cost = cost_model_for(config)
     timings = {"workload": time.perf_counter() - t0}
-    parts: dict[str, list[pd.DataFrame]] = {"steps": [], "traj": [], "rep": []}
-    rows = []
-    costs = {}
-    for cls in systems:
-        system = cls(config)
-        t0 = time.perf_counter()
-        cluster = Cluster(config, system, cost, workload)
-        if on_step is not None:
-            cluster.on_step = lambda n, name=system.name: on_step(name, n)
-        with _gc_paused():
-            cluster.run()
-        t1 = time.perf_counter()
-        rows.append(summary_row(cluster))
-        parts["steps"].append(steps_frame(cluster))
-        parts["traj"].append(trajectories_frame(cluster, workload))
-        parts["rep"].append(replicas_frame(cluster))
-        costs[system.name] = cost
-        timings[f"{system.name}.run"] = t1 - t0
-        timings[f"{system.name}.tables"] = time.perf_counter() - t1
-    summary = pd.DataFrame(rows)
+    runs = [_run_system(config, cls(config), cost, workload, on_step) for cls in systems]
+    tables = [t for t, _ in runs]
+    for t, took in runs:
+        timings.update({f"{t['summary']['system']}.{k}": v for k, v in took.items()})
+    summary = pd.DataFrame([t["summary"] for t in tables])
     extra = [c for c in summary.columns if c not in SUMMARY_COLUMNS]
     return SimResult(
         config=config,
         summary=summary[[*SUMMARY_COLUMNS, *extra]],
-        steps=pd.concat(parts["steps"], ignore_index=True),
-        trajectories=pd.concat(parts["traj"], ignore_index=True),
-        replicas=pd.concat(parts["rep"], ignore_index=True),
-        cost_models=costs,
+        steps=pd.concat([t["steps"] for t in tables], ignore_index=True),
+        trajectories=pd.concat([t["trajectories"] for t in tables], ignore_index=True),
+        replicas=pd.concat([t["replicas"] for t in tables], ignore_index=True),
+        cost_models={t["summary"]["system"]: cost for t in tables},
         timings_s=timings,
     )
+
+
+def _run_system(config, system, cost, workload, on_step) -> tuple[dict, dict[str, float]]:
+    """One system on a fresh cluster: its tables, and the seconds its phases took."""
+    t0 = time.perf_counter()
+    cluster = Cluster(config, system, cost, workload)
+    if on_step is not None:
+        cluster.on_step = lambda n: on_step(system.name, n)
+    with _gc_paused():
+        cluster.run()
+    t1 = time.perf_counter()
+    tables = {
+        "summary": summary_row(cluster),
+        "steps": steps_frame(cluster),
+        "trajectories": trajectories_frame(cluster, workload),
+        "replicas": replicas_frame(cluster),
+    }
+    return tables, {"run": t1 - t0, "tables": time.perf_counter() - t1}
 
 
 def load_run_workload(config: LaminarConfig) -> pd.DataFrame:

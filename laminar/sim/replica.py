@@ -274,6 +274,21 @@ class Replica:
         self.busy_until = min(self.busy_until, self.env.now)  # its prefill is abandoned
         return out
 
+    def requeue_running(self) -> list[Trajectory]:
+        """Drop the KV of every running trajectory and queue it, first, for re-prefill (its
+        tokens are kept); returns them. For systems that interrupt in-flight trajectories at a
+        weight update (partial rollout); call :meth:`wake` after."""
+        self.sync()
+        out = list(self.running.values())
+        for t in out:
+            t.generated = self.generated_now(t, self.steps)
+            t.heap_seq = -1
+        self.running.clear()
+        self.heap.clear()
+        self.kv = 0
+        self.waiting.extendleft(reversed(out))
+        return out
+
     def attach(self, trajs: list[Trajectory]) -> None:
         """Receive moved trajectories (a repack destination); call :meth:`wake` after."""
         self.sync()

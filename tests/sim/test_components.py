@@ -75,3 +75,38 @@ def test_manager_carries_out_exactly_the_policy_plan(monkeypatch):
             assert version[m.src] == version[m.dst]
             src = next(s for s in states if s.replica_id == m.src)
             assert sorted(m.traj_ids) == sorted(t.traj_id for t in src.trajectories)
+
+
+def test_a_system_is_a_policy_over_the_same_mechanism(monkeypatch):
+    """A partial-rollout-like system in a few lines: interrupt in-flight trajectories at each
+    update, reload weights, re-prefill, record mixed versions (issue 5 builds on this)."""
+    from laminar.sim import systems
+
+    class Interrupting(systems.System):
+        name = "interrupting"
+        interrupt_on_update = True
+
+        def after_update(self, cluster, version):
+            for r in cluster.replicas:
+                r.requeue_running()
+                for t in r.waiting:  # every in-flight trajectory continues under `version`
+                    t.versions = (*(t.versions or (t.version,)), version)
+                r.version = version
+                r.wake()
+
+    monkeypatch.setitem(systems.SYSTEMS, "interrupting", Interrupting)
+    res = simulate(small_config("sim.systems=[laminar, interrupting]"))
+    s = res.summary.set_index("system")
+    assert s.loc["interrupting", "reprefill_tokens"] > s.loc["laminar", "reprefill_tokens"]
+    t = res.trajectories[res.trajectories["system"] == "interrupting"]
+    mixed = t[t["weight_versions"].str.contains(";")]
+    assert len(mixed) > 0
+    assert (
+        mixed["weight_version"] == mixed["weight_versions"].str.split(";").str[0].astype(int)
+    ).all()
+    # Tokens are still conserved: re-prefill recomputes KV, it does not decode again.
+    assert t["generated_tokens"].sum() == s.loc["interrupting", "decoded_tokens"]
+    consumed = t[t["consumed_version"] >= 0]
+    assert (
+        consumed["staleness"] == consumed["consumed_version"] - consumed["weight_version"]
+    ).all()
