@@ -147,7 +147,9 @@ class Replica:
             heappop(heap)  # stale: preempted or moved since it was pushed
         b = len(self.running)
         # Next completion or KV overflow; the reference stepper stops after every step.
-        n = 1 if self.one_step else min(heap[0][0] - self.steps, (self.capacity - self.kv) // b)
+        n = min(heap[0][0] - self.steps, (self.capacity - self.kv) // b)
+        if self.one_step:
+            n = min(n, 1)
         now = self.env.now
         start = max(now, self.busy_until)
         self.busy_until = start + prefill_s

@@ -32,3 +32,27 @@ def test_event_skipping_matches_reference_stepper(tmp_path, tight):
         assert a[col] == b[col], col
     # The reference stepper really takes one event per step: far more segments recorded.
     assert len(ref.replicas) > 20 * len(fast.replicas)
+
+
+def test_hand_made_workload_with_empty_and_one_token_responses():
+    import pandas as pd
+
+    lens = [0, 1, 7, 300, 0, 2, 50, 1000] * 6
+    n = len(lens)
+    workload = pd.DataFrame(
+        {
+            "step": [i // 16 for i in range(n)],
+            "prompt_id": [i // 4 for i in range(n)],
+            "sample_index": [i % 4 for i in range(n)],
+            "prompt_len": [5 + i for i in range(n)],
+            "response_len": lens,
+            "finish_reason": ["stop"] * n,
+        }
+    )
+    cfg = ["workload.prompts_per_step=4", "workload.steps=3"]
+    fast = simulate(small_config(*cfg), workload=workload)
+    ref = simulate(small_config(*cfg, "sim.decode=reference"), workload=workload)
+    assert _completion_order(fast) == _completion_order(ref)
+    done = fast.trajectories.dropna(subset=["gen_end_s"])
+    assert (done["generated_tokens"] == done["response_len"]).all()
+    assert fast.summary.iloc[0]["decoded_tokens"] == ref.summary.iloc[0]["decoded_tokens"]
