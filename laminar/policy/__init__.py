@@ -5,7 +5,14 @@ Both engines build plain snapshots of their state, call a function here, and car
 plan it returns, so a decision is made in exactly one place.
 """
 
-from laminar.policy.relay import Chain, broadcast_time, optimal_chunks, plan_chain, rebuild_chain
+from laminar.policy.relay import (
+    Chain,
+    broadcast_time,
+    choose_master,
+    optimal_chunks,
+    plan_chain,
+    rebuild_chain,
+)
 from laminar.policy.repack import Move, ReplicaState, TrajectoryState, is_candidate, plan_repack
 from laminar.policy.staleness import StalenessBound, StalenessTracker, staleness
 
@@ -17,6 +24,7 @@ __all__ = [
     "StalenessTracker",
     "TrajectoryState",
     "broadcast_time",
+    "choose_master",
     "is_candidate",
     "optimal_chunks",
     "plan_chain",

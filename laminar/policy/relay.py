@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 
@@ -101,6 +101,18 @@ def plan_chain(relay_ids: Iterable[str], master_id: str) -> Chain:
         raise ValueError(f"master {master_id!r} is not among the relays")
     rest = sorted(ids - {master_id}, key=_natural_key)
     return Chain(master_id, tuple(rest))
+
+
+def choose_master(relay_machines: Mapping[str, str], trainer_machine: str) -> str:
+    """§4.2: the master relay is the one on the trainer's machine, so the trainer's hand-off is a
+    local memory copy (its only stall); without one, the first relay in natural id order.
+
+    ``relay_machines`` maps relay id -> machine id; ties on one machine go to the smallest id.
+    """
+    if not relay_machines:
+        raise ValueError("no relays to choose a master from")
+    local = [r for r, m in relay_machines.items() if m == trainer_machine]
+    return min(local or relay_machines, key=_natural_key)
 
 
 def rebuild_chain(chain: Chain, failed: set[str] | frozenset[str]) -> Chain:

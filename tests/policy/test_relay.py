@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from laminar.policy.relay import (
     Chain,
     broadcast_time,
+    choose_master,
     optimal_chunks,
     plan_chain,
     rebuild_chain,
@@ -84,3 +85,12 @@ def test_rebuild_invariants(ids, data):
     assert set(new.nodes) == set(names) - failed
     # relative order of survivors is preserved
     assert list(new.nodes) == [n for n in chain.nodes if n not in failed]
+
+
+def test_choose_master_prefers_the_trainers_machine():
+    machines = {"relay-10": "m1", "relay-2": "m1", "relay-3": "m0"}
+    assert choose_master(machines, "m1") == "relay-2"  # natural order among local relays
+    assert choose_master(machines, "m0") == "relay-3"
+    assert choose_master(machines, "elsewhere") == "relay-2"
+    with pytest.raises(ValueError):
+        choose_master({}, "m0")

@@ -1,0 +1,253 @@
+"""The weight path over the relay tier: :class:`RelayPublisher` and :class:`RelaySource`.
+
+They implement the contract of :mod:`laminar.runtime.weights` (paper §4.2):
+
+- ``RelayPublisher.publish(version, blob)`` copies the blob once into an inbox file the master
+  relay lent it (allocated and mapped ahead of time, so the copy runs at memory speed), tells
+  the master to broadcast it and returns: that copy is the actor's whole stall, whatever the
+  number of relays. When the master is not on the trainer's machine (it died and the policy
+  elected a relay elsewhere), the trainer streams the version to it itself, in the background.
+- ``RelaySource(root).latest()`` is the newest version the relay on this machine committed:
+  whole (a rename of a verified directory) and checked against its SHA-256 once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future
+from pathlib import Path
+
+import numpy as np
+
+from laminar.policy.relay import optimal_chunks
+from laminar.runtime.relay.control import ControlClient, ControlError
+from laminar.runtime.relay.loop import shared_loop
+from laminar.runtime.relay.manager import RelayManager
+from laminar.runtime.relay.node import RelayInfo
+from laminar.runtime.relay.store import Mapped, map_file
+from laminar.runtime.relay.stream import ChainSender, Layout, LocalSource, layout_for
+from laminar.runtime.relay.transport import make_transport
+from laminar.runtime.weights import CONFIG_NAME, list_versions, verify_version_dir
+
+
+class RelayError(RuntimeError):
+    """The relay tier cannot take a version (no relay left alive)."""
+
+
+class RelayPublisher:
+    """The trainer's side of the relay tier (a ``WeightPublisher``)."""
+
+    def __init__(
+        self,
+        manager: RelayManager,
+        *,
+        config_json: str,
+        machine: str,
+        transport: str = "tcp",
+        ucx_tls: str = "tcp,self",
+        chunks: int = 0,
+        alpha_s: float = 1e-4,
+        link_bytes_per_s: float = 1e9,
+        min_chunk_bytes: int = 1 << 16,
+        my_id: str = "trainer",
+    ):
+        self.manager = manager
+        manager.on_master_change = self._on_master_change
+        self.config_json, self.machine = config_json, machine
+        self.chunks, self.alpha_s, self.link_bytes_per_s = chunks, alpha_s, link_bytes_per_s
+        self.min_chunk_bytes = min_chunk_bytes
+        self._transport_args = (transport, ucx_tls)
+        self._my_id = my_id
+        self._sender: ChainSender | None = None
+        self._lock = threading.RLock()
+        self._clients: dict[str, tuple[threading.Lock, ControlClient]] = {}
+        self._slot: tuple[str, Mapped] | None = None  # (relay id, mapped inbox) ready to fill
+        self._last: tuple[int, bytes, int] | None = None
+        self._handed: dict[int, str] = {}  # version -> master relay it was handed to
+        self._streams: dict[int, Future] = {}  # version -> background stream from the trainer
+        self.stalls_s: list[float] = []
+        self.master_changes: list[dict] = []
+
+    # --- the contract ---------------------------------------------------------------------------
+    def publish(self, version: int, blob: bytes) -> None:
+        """Hand ``version`` to the master relay; return once the trainer may go on."""
+        t0 = time.monotonic()
+        with self._lock:
+            chunk_bytes = self.chunk_bytes(len(blob))
+            self._last = (version, blob, chunk_bytes)
+            while True:
+                master = self.manager.master()
+                try:
+                    if master.machine == self.machine:
+                        self._hand_over(master, version, blob, chunk_bytes, t0)
+                    else:
+                        self._stream(master, version, blob, chunk_bytes, t0)
+                    break
+                except ControlError:
+                    self.manager.report_dead({master.id}, "unreachable at publish")
+                    if version in self._streams:
+                        break  # the master change already re-sent this version
+                    if self.manager.master().id == master.id:
+                        raise RelayError("no relay alive to take the weights") from None
+        self.stalls_s.append(time.monotonic() - t0)
+
+    def chunk_bytes(self, nbytes: int) -> int:
+        """Chunk size for ``nbytes`` on the current chain: k from ``optimal_chunks`` (App. D.3)
+        unless the config fixes it."""
+        p = len(self.manager.chain.nodes)
+        cap = max(1, nbytes // self.min_chunk_bytes)
+        k = self.chunks or optimal_chunks(
+            p, nbytes, self.alpha_s, 1.0 / self.link_bytes_per_s, max_chunks=cap
+        )
+        return layout_for(nbytes, k).chunk_bytes
+
+    def wait(self, version: int, timeout_s: float = 60.0) -> dict:
+        """Block until ``version`` reached every live relay; return who committed it and when
+        (monotonic times), with the relays dropped and the chain repairs on the way."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            fut = self._streams.get(version)
+            if fut is not None:
+                return fut.result(max(0.0, deadline - time.monotonic()))
+            master_id = self._handed.get(version)
+            if master_id is None:
+                raise KeyError(f"version {version} was never published")
+            left = max(0.1, deadline - time.monotonic())
+            try:
+                reply = self._request(
+                    self.manager.relays[master_id],
+                    {"op": "result", "version": version, "timeout_s": left},
+                    timeout_s=left + 5.0,
+                )
+                if not reply.get("pending"):
+                    return reply
+            except ControlError:
+                time.sleep(0.05)  # the master died: the re-sent stream shows up in _streams
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"version {version} not broadcast within {timeout_s} s")
+
+    def close(self) -> None:
+        """Stop the heartbeats, close links and unmap the spare inbox."""
+        self.manager.stop()
+        with self._lock:
+            if self._slot is not None:
+                self._slot[1].close()
+                self._slot = None
+        if self._sender is not None:
+            shared_loop().run(self._sender.close(), 10.0)
+        for _, client in self._clients.values():
+            client.close()
+
+    # --- local master: one copy -----------------------------------------------------------------
+    def _hand_over(
+        self, master: RelayInfo, version: int, blob: bytes, chunk_bytes: int, t0: float
+    ) -> None:
+        path, mapped = self._take_slot(master, len(blob))
+        np.copyto(np.frombuffer(mapped.mm, np.uint8, len(blob)), np.frombuffer(blob, np.uint8))
+        chain = [r.peer.to_json() for r in self.manager.chain_infos()]
+        self._request(
+            master,
+            {
+                "op": "broadcast",
+                "version": version,
+                "path": path,
+                "nbytes": len(blob),
+                "chunk_bytes": chunk_bytes,
+                "chain": chain,
+                "files": {CONFIG_NAME: self.config_json},
+                "t0": t0,
+            },
+        )
+        self._handed[version] = master.id
+        threading.Thread(
+            target=self._refill, args=(master, len(blob), mapped), name="relay-inbox", daemon=True
+        ).start()
+
+    def _take_slot(self, master: RelayInfo, nbytes: int) -> tuple[str, Mapped]:
+        slot, self._slot = self._slot, None
+        if slot is not None and slot[0] == master.id and slot[1].nbytes == nbytes:
+            return str(slot[1].path), slot[1]
+        if slot is not None:
+            slot[1].close()
+        return self._lend(master, nbytes)
+
+    def _lend(self, master: RelayInfo, nbytes: int) -> tuple[str, Mapped]:
+        path = self._request(master, {"op": "lend_inbox", "nbytes": nbytes})["path"]
+        return path, map_file(path, nbytes, create=False, populate=True)
+
+    def _refill(self, master: RelayInfo, nbytes: int, used: Mapped) -> None:
+        """Off the trainer's path: unmap the filled inbox, borrow and map the next one."""
+        used.close()
+        try:
+            _path, mapped = self._lend(master, nbytes)
+        except (ControlError, OSError):
+            return  # the next publish borrows one itself
+        with self._lock:
+            if self._slot is None and self.manager.master().id == master.id:
+                self._slot = (master.id, mapped)
+                return
+        mapped.close()
+
+    # --- remote master: the trainer streams -----------------------------------------------------
+    def _stream(
+        self, master: RelayInfo, version: int, blob: bytes, chunk_bytes: int, t0: float
+    ) -> None:
+        layout = Layout(len(blob), chunk_bytes)
+        header = {
+            "version": version,
+            "nbytes": len(blob),
+            "chunk_bytes": chunk_bytes,
+            "files": {CONFIG_NAME: self.config_json},
+            "t0": t0,
+            "from": self._my_id,
+        }
+        rest = [r.peer for r in self.manager.chain_infos()]
+        sender = self._chain_sender()
+
+        async def send() -> dict:
+            result = await sender.forward(LocalSource(memoryview(blob), layout), header, rest)
+            return {**result, "t0": t0, "t_end": time.monotonic(), "k": layout.k}
+
+        self._streams[version] = shared_loop().submit(send())
+
+    def _chain_sender(self) -> ChainSender:
+        if self._sender is None:
+            kind, tls = self._transport_args
+            self._sender = ChainSender(self._my_id, make_transport(kind, ucx_tls=tls))
+        return self._sender
+
+    def _on_master_change(self, master: RelayInfo) -> None:
+        """§4.3: the trainer is told the new master; it re-sends its newest version there
+        (the new master resumes from the chunks it already has)."""
+        self.master_changes.append({"master": master.id, "t": time.monotonic()})
+        with self._lock:
+            if self._last is not None:
+                version, blob, chunk_bytes = self._last
+                self._stream(master, version, blob, chunk_bytes, time.monotonic())
+
+    def _request(self, relay: RelayInfo, obj: dict, timeout_s: float | None = None) -> dict:
+        lock, client = self._clients.setdefault(
+            relay.id, (threading.Lock(), ControlClient(relay.host, relay.ctrl_port))
+        )
+        with lock:
+            return client.request(obj, timeout_s=timeout_s)
+
+
+class RelaySource:
+    """The rollout's side: the newest version the relay on this machine holds (a
+    ``WeightSource``). ``verify`` checks each version's SHA-256 once before handing it out."""
+
+    def __init__(self, root: str, *, verify: bool = True):
+        self.root = root
+        self.verify = verify
+        self._checked: dict[str, bool] = {}
+
+    def latest(self) -> tuple[int, str] | None:
+        for version, path in reversed(list_versions(Path(self.root))):
+            key = str(path)
+            if key not in self._checked:
+                self._checked[key] = not self.verify or verify_version_dir(path)
+            if self._checked[key]:
+                return version, key
+        return None

@@ -1,0 +1,74 @@
+"""Chain broadcast across relay processes: every relay ends with the trainer's exact bytes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from laminar.runtime.relay.manager import RelayManager
+from laminar.runtime.relay.proc import RelayProcesses
+from laminar.runtime.relay.publisher import RelayPublisher, RelaySource
+from laminar.runtime.weights import MANIFEST_NAME, WEIGHTS_NAME, WeightPublisher, WeightSource
+from tests.relay.conftest import CONFIG_JSON, blob_for
+
+
+def tier(relays: RelayProcesses, transport: str, **kw) -> RelayPublisher:
+    manager = RelayManager(relays.infos, trainer_machine="relay-0", heartbeat_s=0.2).start()
+    return RelayPublisher(
+        manager, config_json=CONFIG_JSON, machine="relay-0", transport=transport, **kw
+    )
+
+
+def assert_holds(root: str, version: int, blob: bytes) -> None:
+    got = RelaySource(root).latest()
+    assert got is not None and got[0] == version
+    path = Path(got[1])
+    assert (path / WEIGHTS_NAME).read_bytes() == blob
+    assert json.loads((path / MANIFEST_NAME).read_text())["sha256"] == hashlib.sha256(blob).hexdigest()
+    assert (path / "config.json").read_text() == CONFIG_JSON
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("transport", ["tcp", "ucx"])
+def test_every_relay_holds_the_trainers_bytes_version_after_version(shm_base, transport):
+    with RelayProcesses(4, shm_base, transport=transport, keep=2) as relays:
+        pub = tier(relays, transport, chunks=7)
+        assert isinstance(pub, WeightPublisher) and isinstance(RelaySource("x"), WeightSource)
+        try:
+            for version in range(4):
+                blob = blob_for(version, (3 << 20) + 1001)  # chunks of unequal length
+                pub.publish(version, blob)
+                result = pub.wait(version, timeout_s=60)
+                assert set(result["committed"]) == {r.id for r in relays.infos}
+                assert result["failed"] == {} and result["dropped"] == []
+                for info in relays.infos:
+                    assert_holds(info.root, version, blob)
+            # keep=2: older versions were dropped from shared memory
+            assert [p.name for p in sorted(Path(relays.infos[3].root).glob("v*"))] == [
+                "v0000000002",
+                "v0000000003",
+            ]
+        finally:
+            pub.close()
+
+
+def test_optimal_chunks_drive_the_split(shm_base):
+    with RelayProcesses(3, shm_base, transport="tcp") as relays:
+        # α large against β·M: the policy says one chunk; α small: many.
+        slow_start = tier(relays, "tcp", alpha_s=1.0, link_bytes_per_s=1e9)
+        fast_start = tier(relays, "tcp", alpha_s=1e-6, link_bytes_per_s=1e8)
+        try:
+            nbytes = 1 << 20
+            assert slow_start.chunk_bytes(nbytes) == nbytes
+            assert fast_start.chunk_bytes(nbytes) < nbytes // 8
+            blob = blob_for(7, nbytes)
+            fast_start.publish(7, blob)
+            assert fast_start.wait(7, timeout_s=30)["k"] > 8
+            for info in relays.infos:
+                assert_holds(info.root, 7, blob)
+        finally:
+            slow_start.close()
+            fast_start.close()
