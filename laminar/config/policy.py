@@ -22,12 +22,39 @@ class RepackConfig(Section):
 class RelayConfig(Section):
     """The relay tier that carries weights from the trainer to the rollouts (paper §4)."""
 
+    enabled: bool = False
+    """Carry weights through relay workers, one per machine (true), or through the runtime's
+    single-machine /dev/shm store (false, the default on one machine)."""
+
     transport: Literal["ucx", "tcp"] = "ucx"
     """Chain transport: ``ucx`` (ucxx; RDMA where UCX has verbs) or ``tcp`` (plain sockets)."""
+
+    ucx_tls: str = Field("tcp,self", min_length=1, max_length=256)
+    """UCX transports for ``ucx`` (the ``UCX_TLS`` list, 1..256 characters; the environment
+    variable wins). ``tcp,self`` keeps relays on one machine on a transport that notices a dead
+    peer; on an RDMA cluster use e.g. ``rc,tcp,self``."""
 
     chunks: int = Field(0, ge=0, le=1_000_000)
     """Chunks per broadcast (count, 0..1e6); 0 picks k* with
     ``laminar.policy.relay.optimal_chunks``."""
 
+    min_chunk_bytes: int = Field(1 << 16, ge=1, le=1 << 30)
+    """Smallest chunk k* may shrink to (bytes, 1..1 GiB); bounds per-chunk overhead."""
+
+    alpha_s: float = Field(1e-4, ge=0.0, le=1.0)
+    """Link startup cost α of App. D used to pick k* (seconds per message, 0..1);
+    ``laminar bench relay`` measures it."""
+
+    link_bytes_per_s: float = Field(1e9, gt=0.0, le=1e13)
+    """Link bandwidth 1/β of App. D used to pick k* (bytes/s, 0 < b <= 1e13)."""
+
     heartbeat_s: float = Field(0.2, gt=0.0, le=60.0)
-    """Seconds between relay heartbeats (0 < s <= 60); a relay silent for 3 beats is dead."""
+    """Seconds between relay heartbeats (0 < s <= 60); a relay silent for
+    ``dead_after_beats`` beats, or whose port refuses, is dead."""
+
+    dead_after_beats: int = Field(3, ge=1, le=1000)
+    """Missed heartbeats after which a silent relay is declared dead (count, 1..1000)."""
+
+    keep_versions: int = Field(3, ge=1, le=100)
+    """Weight versions each relay keeps in shared memory (count, 1..100); more than one lets a
+    rollout still load the version it was told about after a newer one landed."""

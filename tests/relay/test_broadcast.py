@@ -27,7 +27,9 @@ def assert_holds(root: str, version: int, blob: bytes) -> None:
     assert got is not None and got[0] == version
     path = Path(got[1])
     assert (path / WEIGHTS_NAME).read_bytes() == blob
-    assert json.loads((path / MANIFEST_NAME).read_text())["sha256"] == hashlib.sha256(blob).hexdigest()
+    assert (
+        json.loads((path / MANIFEST_NAME).read_text())["sha256"] == hashlib.sha256(blob).hexdigest()
+    )
     assert (path / "config.json").read_text() == CONFIG_JSON
 
 

@@ -1,0 +1,55 @@
+"""Both transports move tagged buffers between two endpoints, and a closed link fails fast."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from laminar.runtime.relay.loop import shared_loop
+from laminar.runtime.relay.transport import LinkError, make_transport, recv_obj, send_obj
+
+
+async def _echo_roundtrip(kind: str) -> None:
+    server, client = make_transport(kind), make_transport(kind)
+    got: asyncio.Queue = asyncio.Queue()
+
+    async def handler(link):
+        obj = await recv_obj(link, 1)
+        buf = bytearray(obj["n"])
+        await link.recv(memoryview(buf), 10)
+        await got.put((obj, bytes(buf)))
+        await send_obj(link, {"ok": True}, 3)
+        try:
+            await link.recv(memoryview(bytearray(8)), 10)  # the peer closes instead
+            await got.put("received")
+        except LinkError:
+            await got.put("closed")
+
+    port = await server.listen("127.0.0.1", handler)
+    link = await client.connect("127.0.0.1", port)
+    payload = bytes(range(256)) * 1000
+    await send_obj(link, {"n": len(payload)}, 1)
+    await link.send(memoryview(payload), 10)
+    assert await recv_obj(link, 3) == {"ok": True}
+    obj, data = await asyncio.wait_for(got.get(), 10)
+    assert obj == {"n": len(payload)} and data == payload
+    await link.close()
+    assert await asyncio.wait_for(got.get(), 10) == "closed"
+    await server.close()
+
+
+@pytest.mark.parametrize("kind", ["tcp", "ucx"])
+def test_roundtrip_and_close(kind):
+    shared_loop().run(_echo_roundtrip(kind), 30)
+
+
+def test_unknown_transport_and_refused_connect():
+    with pytest.raises(ValueError, match="unknown relay transport"):
+        make_transport("carrier-pigeon")
+
+    async def refused():
+        with pytest.raises(LinkError):
+            await make_transport("tcp").connect("127.0.0.1", 1)
+
+    shared_loop().run(refused(), 10)
