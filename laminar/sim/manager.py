@@ -8,7 +8,7 @@ source frees up, pulls the newest weights and takes new prompts (§5.1).
 
 Replicas whose KV use is not falling cannot be candidates (``laminar.policy.repack.is_candidate``
 decides, on a snapshot without trajectories); only the others get a full snapshot, which keeps a
-check over a thousand replicas cheap.
+check over a thousand replicas cheap (see ``_snapshots``).
 """
 
 from __future__ import annotations
@@ -36,14 +36,13 @@ class RolloutManager:
             yield self.env.timeout(self.interval_s)
             self.check()
 
-    def after_update(self) -> None:
-        """§5.1: a check right after a weight update frees rollouts for the new version."""
-        self.check()
+    def _snapshots(self) -> list[ReplicaState]:
+        """Full snapshots of the replicas that can take part in a repack plan.
 
-    def check(self) -> int:
-        """One repack check; returns the number of moves carried out."""
-        self.checks += 1
-        snaps = []
+        The policy's ``is_candidate``, asked on a snapshot without trajectories, rules out the
+        replicas whose KV use is not falling; only the others get the per-trajectory snapshot.
+        """
+        snaps: list[ReplicaState] = []
         for r in self.cluster.replicas:
             kv = r.kv_now()
             batch, prev = self.kv_prev.get(r.rid, (-1, 0))
@@ -52,12 +51,20 @@ class RolloutManager:
             self.kv_prev[r.rid] = (r.batches, kv)
             if not (r.running or r.waiting):
                 continue
-            light = ReplicaState(r.rid, r.version, r.capacity, kv, prev, r.max_batch)
-            if is_candidate(light) and len(r.running) + len(r.waiting) < r.max_batch:
+            state = ReplicaState(r.rid, r.version, r.capacity, kv, prev, r.max_batch)
+            if is_candidate(state) and len(r.running) + len(r.waiting) < r.max_batch:
                 snaps.append(r.snapshot(prev))
-        if len(snaps) < 2:
-            return 0
-        moves = plan_repack(snaps)
+        return snaps
+
+    def after_update(self) -> None:
+        """§5.1: a check right after a weight update frees rollouts for the new version."""
+        self.check()
+
+    def check(self) -> int:
+        """One repack check; returns the number of moves carried out."""
+        self.checks += 1
+        moves = plan_repack(self._snapshots())
+        by_id = self.cluster.replica_by_id
         by_id = self.cluster.replica_by_id
         for move in moves:
             src, dst = by_id[move.src], by_id[move.dst]
