@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import simpy
 
-from laminar.policy.relay import broadcast_time, optimal_chunks, plan_chain
+from laminar.policy.relay import Chain, broadcast_time, optimal_chunks, plan_chain
 
 
 class RelayChain:
@@ -22,24 +22,27 @@ class RelayChain:
     def __init__(self, cluster, machines: list[int]):
         self.env: simpy.Environment = cluster.env
         cost = cluster.cost
-        ids = [f"relay-{m}" for m in machines]
-        self.chain = plan_chain(ids, ids[0])
-        self.position = {
-            int(node.removeprefix("relay-")): i for i, node in enumerate(self.chain.nodes)
-        }
         self.nbytes = cost.weight_bytes
         self.alpha_s = cost.rdma_startup_s
         self.beta_s_per_byte = cost.rdma_beta_s_per_byte
-        p = self.chain.p
-        chunks = cluster.cfg.relay.chunks
-        self.k = chunks or optimal_chunks(p, self.nbytes, self.alpha_s, self.beta_s_per_byte)
-        self.arrival_s = [self._time(i + 1) for i in range(p)]  # after the start, per position
-        self.broadcast_s = self.arrival_s[-1]
+        self.chunks = cluster.cfg.relay.chunks
+        ids = [f"relay-{m}" for m in machines]
+        self.set_chain(plan_chain(ids, ids[0]))
         self.broadcasts: list[tuple[int, float]] = [(0, float("-inf"))]  # (version, start)
         self.published: list[tuple[int, float]] = [(0, float("-inf"))]  # (version, time)
         self._pending: int | None = None
         self._wake = self.env.event()
         self.env.process(self.run())
+
+    def set_chain(self, chain: Chain) -> None:
+        """Lay out a (new) chain: positions, chunk count k and arrival delays (§4.3: a chain
+        rebuilt with ``laminar.policy.relay.rebuild_chain`` after a failure goes through here)."""
+        self.chain = chain
+        self.position = {int(node.removeprefix("relay-")): i for i, node in enumerate(chain.nodes)}
+        p = chain.p
+        self.k = self.chunks or optimal_chunks(p, self.nbytes, self.alpha_s, self.beta_s_per_byte)
+        self.arrival_s = [self._time(i + 1) for i in range(p)]  # after the start, per position
+        self.broadcast_s = self.arrival_s[-1]
 
     def _time(self, p: int) -> float:
         return broadcast_time(p, self.k, self.nbytes, self.alpha_s, self.beta_s_per_byte)

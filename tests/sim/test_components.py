@@ -54,6 +54,17 @@ def test_a_version_published_mid_broadcast_waits_and_only_the_newest_goes():
     assert relay.version_at(15) == 3
 
 
+def test_a_rebuilt_chain_relinks_positions():
+    from laminar.policy.relay import rebuild_chain
+
+    _, _, relay = _chain(list(range(8)))
+    before = relay.broadcast_s
+    relay.set_chain(rebuild_chain(relay.chain, {"relay-0", "relay-3"}))
+    assert relay.chain.master == "relay-1" and relay.position_of(1) == 0
+    assert relay.position_of(4) == 2 and 3 not in relay.position
+    assert relay.broadcast_s < before
+
+
 def test_manager_carries_out_exactly_the_policy_plan(monkeypatch):
     plans = []
     real = manager_mod.plan_repack
