@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from laminar.config.base import Section
+from laminar.config.baselines import BaselinesConfig, FaultsConfig
 from laminar.config.cluster import ClusterConfig, ModelConfig
 from laminar.config.policy import RelayConfig, RepackConfig
 from laminar.config.runtime import RuntimeConfig
@@ -38,3 +39,9 @@ class LaminarConfig(Section):
 
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     """Runtime-only settings."""
+
+    baselines: BaselinesConfig = Field(default_factory=BaselinesConfig)
+    """Knobs of the simulated baselines (verl, one-step, stream, partial)."""
+
+    faults: FaultsConfig = Field(default_factory=FaultsConfig)
+    """Faults injected into a simulated run."""

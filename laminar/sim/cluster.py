@@ -15,6 +15,7 @@ import simpy
 from laminar.config import LaminarConfig
 from laminar.errors import ConfigError
 from laminar.sim.cost import CostModel
+from laminar.sim.faults import FaultInjector
 from laminar.sim.manager import RolloutManager
 from laminar.sim.pools import ExperienceBuffer, PartialResponsePool, PromptPool
 from laminar.sim.relay import RelayChain
@@ -57,6 +58,8 @@ class Cluster:
         self.trainer = Trainer(self)
         repack = cfg.repack.enabled and system.uses_repack
         self.manager = RolloutManager(self, cfg.repack.interval_s) if repack else None
+        self.faults = FaultInjector(self) if cfg.faults.events else None
+        system.start(self)
 
     def _mean_group_size(self) -> float:
         p = self.prompts
@@ -102,6 +105,14 @@ class Cluster:
             idle += i
             decoded += d
         return {"t_s": self.env.now, "kv_token_s": kv, "idle_s": idle, "decoded": decoded}
+
+    def trainer_work(self, seconds: float):
+        """A process body: ``seconds`` of trainer work, redone after any trainer outage that
+        interrupts it (``laminar.sim.faults``)."""
+        if self.faults is None:
+            yield self.env.timeout(seconds)
+        else:
+            yield from self.faults.trainer_work(seconds)
 
     # Running ----------------------------------------------------------------------------------
 

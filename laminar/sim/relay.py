@@ -31,6 +31,10 @@ class RelayChain:
         self.broadcasts: list[tuple[int, float]] = [(0, float("-inf"))]  # (version, start)
         self.published: list[tuple[int, float]] = [(0, float("-inf"))]  # (version, time)
         self._pending: int | None = None
+        # Relay faults (``laminar.sim.faults``): chain pauses while it is rebuilt, and dead
+        # relays whose rollouts read from an upstream survivor until they come back.
+        self.pauses: list[tuple[float, float]] = []  # (from, until)
+        self.dead: list[tuple[int, float, float, float, int]] = []  # (pos, died, rebuilt, back, up)
         self._wake = self.env.event()
         self.env.process(self.run())
 
@@ -67,15 +71,44 @@ class RelayChain:
         return self.position[machine]
 
     def version_at(self, position: int) -> int:
-        """Newest version the relay at ``position`` holds now."""
-        if position == 0:  # the master holds a version as soon as it is published
-            return self.published[-1][0]
+        """Newest version the relay at ``position`` holds now (through any relay fault)."""
         now = self.env.now
+        for pos, died, rebuilt, back, up in self.dead:
+            if pos == position and died <= now < back:
+                # Frozen while the chain is rebuilt, then served by the upstream survivor.
+                position, now = (pos, died) if now < rebuilt else (up, now)
+        if position == 0:  # the master holds a version as soon as it is published
+            return next(v for v, t in reversed(self.published) if t <= now)
         delay = self.arrival_s[position]
         for version, start in reversed(self.broadcasts):
-            if start + delay <= now:
+            if self._arrives(start + delay) <= now:
                 return version
         return 0
+
+    def _arrives(self, t: float) -> float:
+        """When a copy due at ``t`` arrives: a chain being rebuilt holds it until it is whole."""
+        for start, until in self.pauses:
+            if start <= t < until:
+                t = until
+        return t
+
+    def fail(self, node: str, rebuilt: Chain | None, rebuild_s: float, recover_s: float) -> None:
+        """§4.3: relay ``node`` died now; the chain becomes ``rebuilt`` within ``rebuild_s``
+        and the node rejoins after ``recover_s``. Its rollouts read from the relay upstream of
+        it (the new master, if it was the master) once the chain is rebuilt (``rebuilt`` None:
+        no relay survives, nothing moves until it is back). The chain's
+        changed length shifts arrival times by one chunk time; that is not modelled."""
+        now = self.env.now
+        pos = self.chain.nodes.index(node)
+        if rebuilt is None:  # nothing survives: frozen until the relay is back
+            up = pos
+        else:
+            alive = set(rebuilt.nodes)
+            up = next((i for i in range(pos - 1, -1, -1) if self.chain.nodes[i] in alive), None)
+            if up is None:  # the master died: its successor is the new master
+                up = self.chain.nodes.index(rebuilt.master)
+        self.pauses.append((now, now + rebuild_s))
+        self.dead.append((pos, now, now + rebuild_s, now + max(recover_s, rebuild_s), up))
 
     def ready_s(self, position: int, version: int) -> float | None:
         """When the relay at ``position`` holds ``version`` or newer (None: not yet broadcast)."""

@@ -55,6 +55,7 @@ class Replica:
         self.seg_t0 = self.seg_end = self.seg_a = self.seg_c = 0.0
         self.seg_n = self.seg_done = self.seg_b = self.seg_kv0 = 0
         self.busy_until = 0.0  # end of the prefill in progress
+        self.down_until = 0.0  # its machine is dead until then (``laminar.sim.faults``)
         self.in_segment = False
         self._wake_pending = False
         # Statistics (token-seconds of KV, idle seconds, decoded tokens).
@@ -75,6 +76,7 @@ class Replica:
             if not self.running and not self.waiting:
                 self.idle_since = env.now
                 self._record(0)
+                yield from self.wait_up()
                 yield from system.refill(self.cluster, self)
                 self.idle_s += env.now - self.idle_since
                 self.idle_since = None
@@ -102,6 +104,11 @@ class Replica:
             t.gen_start_s = now
             active[t.tid] = t
         self.waiting.extend(trajs)
+
+    def wait_up(self):
+        """A process body: return once the replica's machine is alive (at once if it is)."""
+        while self.down_until > self.env.now:
+            yield self.env.timeout(self.down_until - self.env.now)
 
     # Segments -----------------------------------------------------------------------------
 

@@ -55,6 +55,7 @@ class System:
     interrupt_on_update: ClassVar[bool] = False  # in-flight trajectories cut at each update
     staleness_bound: ClassVar[int | None] = None  # η; None: no configured bound (§6)
     uses_repack: ClassVar[bool] = True  # honours ``repack.enabled``
+    fault_domain: ClassVar[str] = "component"  # "job": any fault restarts everything (faults.py)
 
     def __init__(self, cfg: LaminarConfig):
         self.cfg = cfg
@@ -88,11 +89,15 @@ class System:
     # Rollout side -----------------------------------------------------------------------------
 
     def refill(self, cluster, replica) -> Proc:
-        """A replica ran out of work (§3.2): pull the newest weights, then take prompts."""
-        yield from self.pull_weights(cluster, replica)
+        """A replica ran out of work (§3.2): pull the newest weights, then take prompts.
+
+        The pull comes after any backpressure wait, so the prompts start on the newest weights,
+        and after any outage of the replica's machine (``laminar.sim.faults``)."""
         buffer = cluster.buffer
         while not buffer.has_room():
             yield buffer.room()
+        yield from replica.wait_up()
+        yield from self.pull_weights(cluster, replica)
         groups = cluster.prompts.take(cluster.batch_groups)
         replica.assign([t for g in groups for t in g.trajs])
 
@@ -106,6 +111,10 @@ class System:
             replica.version = newest
             cluster.record_weight_wait(replica, wait_s)
 
+    def start(self, cluster) -> None:
+        """Called once the cluster is wired, before it runs: start any process of the system's
+        own (the baselines' round dispatchers). Laminar has none."""
+
     # Trainer side -----------------------------------------------------------------------------
 
     def sample(self, cluster, step: int) -> Proc:
@@ -115,6 +124,14 @@ class System:
         if ready is not None:
             yield ready
         return cluster.buffer.take(n)
+
+    def train(self, cluster, groups, seq_lens: list[int]) -> Proc:
+        """Train one step on ``groups`` (``seq_lens``: their trajectories' tokens); returns the
+        training seconds. Faults that take the trainer down (``laminar.sim.faults``) restart
+        the step from its checkpoint."""
+        train_s = cluster.cost.train_s(seq_lens, cluster.split.trainer_gpus)
+        yield from cluster.trainer_work(train_s)
+        return train_s
 
     def publish(self, cluster, version: int) -> Proc:
         """§4.2: one copy of the weights to the master relay (the actor stall), then the chain
@@ -138,16 +155,24 @@ class Laminar(System):
 SYSTEMS: dict[str, type[System]] = {"laminar": Laminar}
 
 
+def all_systems() -> dict[str, type[System]]:
+    """Every system by name: :data:`SYSTEMS` and the baselines of ``laminar.sim.baselines``."""
+    from laminar.sim.baselines import BASELINES  # here: the baselines subclass System
+
+    return {**SYSTEMS, **{s.name: s for s in BASELINES}}
+
+
 def resolve_systems(names: list[str]) -> list[type[System]]:
     """The system classes for ``sim.systems`` (``all``: every registered system)."""
+    registry = all_systems()
     out: list[type[System]] = []
     for name in names:
         if name == "all":
-            out += [s for s in SYSTEMS.values() if s not in out]
-        elif name in SYSTEMS:
-            if SYSTEMS[name] not in out:
-                out.append(SYSTEMS[name])
+            out += [s for s in registry.values() if s not in out]
+        elif name in registry:
+            if registry[name] not in out:
+                out.append(registry[name])
         else:
-            known = ", ".join([*SYSTEMS, "all"])
+            known = ", ".join([*registry, "all"])
             raise ConfigError("config", "sim.systems", f"unknown system {name!r}; known: {known}")
     return out

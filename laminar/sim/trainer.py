@@ -33,8 +33,7 @@ class Trainer:
             groups = yield from system.sample(cluster, step)
             start_s = env.now
             lens, stale = self._consume(groups)
-            train_s = cluster.cost.train_s(lens, cluster.split.trainer_gpus)
-            yield env.timeout(train_s)
+            train_s = yield from system.train(cluster, groups, lens)
             self.version += 1
             stall_s = yield from system.publish(cluster, self.version)
             self.rows.append(

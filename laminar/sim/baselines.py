@@ -1,0 +1,316 @@
+"""The systems Laminar is measured against (paper §2.3, Fig. 3, §8), as policies over the one
+simulated mechanism (``laminar.sim.systems``): same replicas, trainer, pools and cost model.
+
+All four synchronize weights *globally*: every rollout stops while the trainer's new weights
+reach all of them at once, and no repack runs. They differ in what overlaps what:
+
+- ``verl`` (synchronous, colocated, Fig. 3a): every GPU generates the whole global batch, then
+  every GPU trains on it, then the weights are resharded into the rollout engines. The slowest
+  trajectory gates each step; generation and training never overlap.
+- ``one-step`` (Fig. 3b): separate trainer and rollout GPUs; batch i+1 is generated with the
+  weights of step i-1 while the trainer trains on batch i, so every trajectory's staleness is
+  exactly 1. The sync after each step waits for the rollouts to finish their batch.
+- ``stream`` (Fig. 3c): separate GPUs; the trainer takes mini-batches as their groups
+  complete, overlapping training with the generation tail, but the weights change only after
+  the whole global batch, globally, before the next batch is generated (staleness 0).
+- ``partial`` (AReaL-like partial rollout, Fig. 3d): separate GPUs generating continuously;
+  at every update all rollouts are interrupted, load the new weights and re-prefill their
+  in-flight trajectories, which continue under the new version (``Trajectory.versions`` lists
+  every version a trajectory was generated with). Staleness is bounded by η
+  (``baselines.partial_eta``) through ``laminar.policy.staleness.StalenessBound``: a rollout
+  starts a group only if the trainer version that will consume it, counting groups in order
+  (AReaL's N_r <= (i + η + 1)·B), admits it; the trainer takes groups oldest version first and
+  waits for any group that would otherwise outgrow η.
+
+A baseline's actor stall (``actor_stall_s`` in ``steps.csv``) is every second the trainer spends
+in ``publish``: for one-step that includes waiting for the rollouts to reach the sync point.
+A rollout's weight wait is the sync's transfer time. Faults restart the whole job
+(``fault_domain = "job"``, see ``laminar.sim.faults``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import ClassVar
+
+from laminar.policy.relay import broadcast_time, optimal_chunks
+from laminar.policy.staleness import StalenessBound
+from laminar.sim.cost import CostModel
+from laminar.sim.systems import GpuSplit, Proc, System
+
+
+class GlobalSync(System):
+    """What the baselines share: global weight sync, no repack, job-wide faults, and rounds
+    (a global batch handed out to every rollout at once, with one weight version)."""
+
+    weight_sync: ClassVar[str] = "global"
+    uses_repack: ClassVar[bool] = False
+    fault_domain: ClassVar[str] = "job"
+
+    def start(self, cluster) -> None:
+        self._go = cluster.env.event()  # fires when new work or new weights are handed out
+
+    def launch(self, cluster, version: int) -> None:
+        """One round: the next global batch, dealt out in contiguous equal shares of
+        trajectories to every replica (as verl splits a batch over its data-parallel ranks),
+        all generated with ``version``."""
+        groups = cluster.prompts.take(self.cfg.workload.prompts_per_step)
+        trajs = [t for g in groups for t in g.trajs]
+        replicas = cluster.replicas
+        share = math.ceil(len(trajs) / len(replicas))
+        for i, r in enumerate(replicas):
+            r.version = version
+            chunk = trajs[i * share : (i + 1) * share]
+            if chunk:
+                r.assign(chunk)
+        self._release(cluster)
+
+    def _release(self, cluster) -> None:
+        go, self._go = self._go, cluster.env.event()
+        go.succeed()
+
+    def refill(self, cluster, replica) -> Proc:
+        """A freed rollout waits for the next round to hand it work."""
+        while not (replica.running or replica.waiting):
+            yield self._go
+
+    def sync_s(self, cluster) -> float:
+        """§2.3: the trainer broadcasts the new weights GPU to GPU (NCCL) to every rollout
+        machine; a pipelined chain over the trainer's machine and the rollout machines, so the
+        same App. D model as the relay chain (``laminar.policy.relay``), with RDMA links."""
+        cost: CostModel = cluster.cost
+        p = 1 + len(cluster.split.rollout_machines)
+        m, a, b = cost.weight_bytes, cost.rdma_startup_s, cost.rdma_beta_s_per_byte
+        return broadcast_time(p, optimal_chunks(p, m, a, b), m, a, b)
+
+    def sync_weights(self, cluster, version: int) -> Proc:
+        """Every rollout stops and loads ``version`` at once; returns the sync's seconds."""
+        sync_s = self.sync_s(cluster)
+        yield cluster.env.timeout(sync_s)
+        for r in cluster.replicas:
+            r.version = version
+            cluster.record_weight_wait(r, sync_s)
+        return sync_s
+
+    def more_batches(self, batch_index: int) -> bool:
+        """True while batch ``batch_index`` is one the trainer will consume."""
+        return batch_index < self.cfg.workload.steps
+
+
+class Verl(GlobalSync):
+    """verl's synchronous colocated PPO/GRPO loop (Fig. 3a)."""
+
+    name: ClassVar[str] = "verl"
+    description: ClassVar[str] = (
+        "synchronous, colocated: all GPUs generate the global batch, then all train, then "
+        "reshard the weights into the rollout engines; the slowest trajectory gates the step"
+    )
+    colocated: ClassVar[bool] = True
+    staleness_bound: ClassVar[int | None] = 0
+
+    def split(self, cost: CostModel) -> GpuSplit:
+        """Colocated: every GPU trains and every GPU rolls out, in turn."""
+        c = self.cfg.cluster
+        gpm = min(c.gpus_per_machine, c.gpus)
+        return GpuSplit(c.gpus, tuple(range(c.gpus // gpm)), gpm // cost.replica_gpus)
+
+    def start(self, cluster) -> None:
+        super().start(cluster)
+        self.launch(cluster, 0)
+
+    def sync_s(self, cluster) -> float:
+        """Resharding in verl's hybrid engine (assumption, from its FSDP-to-vLLM sharding
+        manager): each parameter is all-gathered onto every GPU, which then loads its rollout
+        shard; a machine's NICs carry one full copy per GPU. Inside one machine: NVLink."""
+        cost, c = cluster.cost, self.cfg.cluster
+        gpm = min(c.gpus_per_machine, c.gpus)
+        if c.gpus <= gpm:
+            return cost.transfer_s(cost.weight_bytes, "nvlink")
+        return cost.transfer_s(gpm * cost.weight_bytes, "rdma")
+
+    def publish(self, cluster, version: int) -> Proc:
+        stall_s = yield from self.sync_weights(cluster, version)
+        if self.more_batches(version):
+            self.launch(cluster, version)
+        return stall_s
+
+
+class OneStep(GlobalSync):
+    """One-step off-policy pipeline (Fig. 3b), e.g. verl's one-step-off-policy recipe."""
+
+    name: ClassVar[str] = "one-step"
+    description: ClassVar[str] = (
+        "one-step staleness: batch i+1 is generated while the trainer trains on batch i; a "
+        "global weight sync after each step stalls every rollout"
+    )
+    staleness_bound: ClassVar[int | None] = 1
+
+    def start(self, cluster) -> None:
+        super().start(cluster)
+        self.launch(cluster, 0)
+
+    def sample(self, cluster, step: int) -> Proc:
+        groups = yield from super().sample(cluster, step)
+        if step == 0 and self.more_batches(1):
+            self.launch(cluster, 0)  # batch 1 on version 0 while the trainer trains batch 0
+        return groups
+
+    def publish(self, cluster, version: int) -> Proc:
+        """After step ``version - 1``: wait for batch ``version`` (generated meanwhile), sync
+        the new weights everywhere, start batch ``version + 1`` on them."""
+        env = cluster.env
+        t0 = env.now
+        if not self.more_batches(version):
+            return 0.0
+        ready = cluster.buffer.wait_for(self.cfg.workload.prompts_per_step)
+        if ready is not None:
+            yield ready
+        yield from self.sync_weights(cluster, version)
+        if self.more_batches(version + 1):
+            self.launch(cluster, version)
+        return env.now - t0
+
+
+class Stream(GlobalSync):
+    """Stream generation (Fig. 3c): training overlaps the generation tail of the same batch."""
+
+    name: ClassVar[str] = "stream"
+    description: ClassVar[str] = (
+        "stream generation: the trainer trains mini-batches as their trajectories complete, "
+        "but the weights change globally, once per global batch"
+    )
+    staleness_bound: ClassVar[int | None] = 0
+
+    def start(self, cluster) -> None:
+        super().start(cluster)
+        self._trained = (0.0, 0.0)  # (when the step's last mini-batch is trained, its seconds)
+        self.launch(cluster, 0)
+
+    def sample(self, cluster, step: int) -> Proc:
+        """Take the global batch mini-batch by mini-batch, training each as it completes."""
+        env, buffer = cluster.env, cluster.buffer
+        n, k = self.cfg.workload.prompts_per_step, self.cfg.baselines.stream_minibatches
+        sizes = [n // k + (1 if j < n % k else 0) for j in range(min(k, n))]
+        groups, busy_until, total_s = [], env.now, 0.0
+        for size in sizes:
+            ready = buffer.wait_for(size)
+            if ready is not None:
+                yield ready
+            part = buffer.take(size)
+            groups += part
+            lens = [t.prompt_len + t.response_len for g in part for t in g.trajs]
+            train_s = cluster.cost.train_s(lens, cluster.split.trainer_gpus)
+            total_s += train_s
+            busy_until = _work_end(cluster, max(busy_until, env.now), train_s)
+        self._trained = (busy_until, total_s)
+        return groups
+
+    def train(self, cluster, groups, seq_lens: list[int]) -> Proc:
+        busy_until, total_s = self._trained
+        yield cluster.env.timeout(max(0.0, busy_until - cluster.env.now))
+        return total_s
+
+    def publish(self, cluster, version: int) -> Proc:
+        stall_s = yield from self.sync_weights(cluster, version)
+        if self.more_batches(version):
+            self.launch(cluster, version)
+        return stall_s
+
+
+def _work_end(cluster, start_s: float, seconds: float) -> float:
+    """When trainer work of ``seconds`` started at ``start_s`` ends, through trainer faults."""
+    if cluster.faults is None:
+        return start_s + seconds
+    return cluster.faults.work_end(start_s, seconds)
+
+
+class Partial(GlobalSync):
+    """AReaL-like partial rollout with a staleness bound η (Fig. 3d)."""
+
+    name: ClassVar[str] = "partial"
+    description: ClassVar[str] = (
+        "partial rollout (AReaL-like): every update interrupts all rollouts, in-flight "
+        "trajectories re-prefill and continue on the new weights; staleness bounded by eta"
+    )
+    interrupt_on_update: ClassVar[bool] = True
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.bound = StalenessBound(cfg.baselines.partial_eta)
+        self.staleness_bound = cfg.baselines.partial_eta
+
+    def start(self, cluster) -> None:
+        super().start(cluster)
+        self.started_groups = 0
+        self.open: deque = deque()  # groups handed out and not yet trained on, in order
+
+    def refill(self, cluster, replica) -> Proc:
+        """Continuous generation, with AReaL's admission control: the last group taken now is
+        consumed, counting in order, by trainer version (started + n - 1) // batch."""
+        n, batch = cluster.batch_groups, self.cfg.workload.prompts_per_step
+        while True:
+            yield from replica.wait_up()
+            consumer = (self.started_groups + n - 1) // batch
+            if self.bound.admits(consumer, replica.version):
+                break
+            yield self._go  # the next update moves the window
+        groups = cluster.prompts.take(n)
+        self.started_groups += n
+        self.open.extend(groups)
+        replica.assign([t for g in groups for t in g.trajs])
+
+    def sample(self, cluster, step: int) -> Proc:
+        """The batch for ``step``: every group that would outgrow η after this step (waiting
+        for them to complete), then the oldest versions among the completed ones."""
+        buffer, batch = cluster.buffer, self.cfg.workload.prompts_per_step
+        while self.open and self.open[0].trajs[0].consumed_version != -1:
+            self.open.popleft()
+        due = [g for g in self.open if g.trajs[0].consumed_version == -1
+               and not self.bound.admits(step + 1, _versions(g))]  # fmt: skip
+        while True:
+            due = [g for g in due if g.remaining > 0]
+            if not due and len(buffer.groups) >= batch:
+                break
+            ready = buffer.wait_for(len(buffer.groups) + 1)
+            if ready is not None:
+                yield ready
+        must = sum(1 for g in buffer.groups if not self.bound.admits(step + 1, _versions(g)))
+        buffer.groups = deque(sorted(buffer.groups, key=lambda g: min(_versions(g))))
+        return buffer.take(max(batch, must))
+
+    def publish(self, cluster, version: int) -> Proc:
+        """Global sync with interruption: every rollout drops its KV, loads ``version`` and
+        re-prefills its trajectories (§2.3), while the trainer waits for the broadcast."""
+        env = cluster.env
+        sync_s = self.sync_s(cluster)
+        until = env.now + sync_s
+        for r in cluster.replicas:
+            _interrupt(r, version, until)
+            cluster.record_weight_wait(r, sync_s)
+        yield env.timeout(sync_s)
+        self._release(cluster)
+        return sync_s
+
+
+def _versions(group) -> list[int]:
+    """Every version any trajectory of ``group`` was generated with so far."""
+    return [v for t in group.trajs for v in (t.versions or (t.version,))]
+
+
+def _interrupt(replica, version: int, until_s: float) -> None:
+    """Stop ``replica``; its trajectories continue on ``version`` after ``until_s``: those with
+    tokens record the new version too, those without start over on it."""
+    trajs = replica.detach_all()
+    for t in trajs:
+        if t.generated > 0:
+            t.versions = (*(t.versions or (t.version,)), version)
+        else:
+            t.version, t.versions = version, ()
+    replica.version = version
+    replica.busy_until = max(replica.busy_until, until_s)
+    replica.waiting.extend(trajs)
+    replica.wake()
+
+
+BASELINES: tuple[type[System], ...] = (Verl, OneStep, Stream, Partial)
