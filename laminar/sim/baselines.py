@@ -299,17 +299,18 @@ def _versions(group) -> list[int]:
 
 
 def _interrupt(replica, version: int, until_s: float) -> None:
-    """Stop ``replica``; its trajectories continue on ``version`` after ``until_s``: those with
+    """Stop ``replica``: its running trajectories lose their KV and queue first for re-prefill
+    (``Replica.requeue_running``); all continue on ``version`` after ``until_s``. Those with
     tokens record the new version too, those without start over on it."""
-    trajs = replica.detach_all()
-    for t in trajs:
+    replica.requeue_running()
+    for t in replica.waiting:
         if t.generated > 0:
-            t.versions = (*(t.versions or (t.version,)), version)
+            if (t.versions or (t.version,))[-1] != version:
+                t.versions = (*(t.versions or (t.version,)), version)
         else:
             t.version, t.versions = version, ()
     replica.version = version
     replica.busy_until = max(replica.busy_until, until_s)
-    replica.waiting.extend(trajs)
     replica.wake()
 
 
