@@ -10,6 +10,7 @@ the same workload and GPUs, so the summary has one comparable row per system. A 
     steps.csv              one row per system and trainer step
     trajectories.parquet   one row per trajectory: trace schema + measured columns
     replicas.parquet       per-replica time series of KV use and batch size
+    faults.csv             one row per injected fault (only when ``faults.events`` is set)
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from laminar.rundir import staged_dir
 from laminar.sim.cluster import Cluster
 from laminar.sim.cost import CostModel
 from laminar.sim.costdata import cost_model_for
+from laminar.sim.faults import faults_frame
 from laminar.sim.results import (
     SUMMARY_COLUMNS,
     replicas_frame,
@@ -49,6 +51,8 @@ class SimResult:
     steps: pd.DataFrame
     trajectories: pd.DataFrame
     replicas: pd.DataFrame
+    faults: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """One row per injected fault and system (``laminar.sim.faults``); empty without faults."""
     cost_models: dict[str, CostModel] = field(default_factory=dict)
     timings_s: dict[str, float] = field(default_factory=dict)
     """Wall seconds spent, by phase (``workload``, ``<system>.run``, ``<system>.tables``);
@@ -65,6 +69,8 @@ class SimResult:
             self.steps.to_csv(tmp / "steps.csv", index=False)
             self.trajectories.to_parquet(tmp / "trajectories.parquet", index=False)
             self.replicas.to_parquet(tmp / "replicas.parquet", index=False)
+            if len(self.faults):
+                self.faults.to_csv(tmp / "faults.csv", index=False)
         return out
 
 
@@ -104,6 +110,7 @@ def simulate(
         steps=pd.concat([t["steps"] for t in tables], ignore_index=True),
         trajectories=pd.concat([t["trajectories"] for t in tables], ignore_index=True),
         replicas=pd.concat([t["replicas"] for t in tables], ignore_index=True),
+        faults=pd.concat([t["faults"] for t in tables], ignore_index=True),
         cost_models={t["summary"]["system"]: cost for t in tables},
         timings_s=timings,
     )
@@ -123,6 +130,7 @@ def _run_system(config, system, cost, workload, on_step) -> tuple[dict, dict[str
         "steps": steps_frame(cluster),
         "trajectories": trajectories_frame(cluster, workload),
         "replicas": replicas_frame(cluster),
+        "faults": faults_frame(cluster),
     }
     return tables, {"run": t1 - t0, "tables": time.perf_counter() - t1}
 

@@ -21,6 +21,7 @@ ones regenerate their tokens; the log counts them). ``log`` records every fault 
 
 from __future__ import annotations
 
+import pandas as pd
 import simpy
 
 from laminar.policy.relay import rebuild_chain
@@ -201,3 +202,15 @@ class FaultInjector:
         row = {"t_s": self.env.now, "fault": kind, "what": what, "machine": -1}
         row.update(extra)
         self.log.append(row)
+
+
+FAULT_COLUMNS = ["system", "t_s", "fault", "machine", "what", "replicas", "redirected",
+                 "restarted", "lost_tokens"]  # fmt: skip
+
+
+def faults_frame(cluster) -> pd.DataFrame:
+    """The fault log of one run (no rows without faults)."""
+    rows = cluster.faults.log if cluster.faults is not None else []
+    df = pd.DataFrame(rows, columns=FAULT_COLUMNS[1:])
+    df.insert(0, "system", cluster.system.name)
+    return df
