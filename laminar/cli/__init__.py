@@ -16,7 +16,12 @@ from laminar import __version__
 from laminar.errors import LaminarError
 
 # Modules that add subcommands, in the order --help lists them.
-SUBCOMMAND_MODULES = ("laminar.cli.config_cmd", "laminar.cli.trace_cmd", "laminar.cli.simulate_cmd")
+SUBCOMMAND_MODULES = (
+    "laminar.cli.config_cmd",
+    "laminar.cli.trace_cmd",
+    "laminar.cli.simulate_cmd",
+    "laminar.cli.replay_cmd",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -34,16 +34,26 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    if args.systems:
+        args.overrides = [*args.overrides, systems_override(args.systems)]
+    cfg = config_from_args(args)
+    return run_and_write(cfg, Path(args.out or f"runs/simulate-{time.strftime('%Y%m%d-%H%M%S')}"))
+
+
+def systems_override(names: str) -> str:
+    """``--systems a,b`` as the ``--set`` it stands for."""
+    listed = [s.strip() for s in names.split(",") if s.strip()]
+    return f"sim.systems=[{', '.join(listed)}]"
+
+
+def run_and_write(cfg, out: Path) -> int:
+    """Simulate ``cfg`` with a progress bar, write the run directory ``out``, print the table
+    (shared by ``laminar simulate`` and ``laminar replay``)."""
     from tqdm import tqdm
 
     from laminar.sim import simulate
     from laminar.sim.report import summary_table
 
-    if args.systems:
-        names = [s.strip() for s in args.systems.split(",") if s.strip()]
-        args.overrides = [*args.overrides, f"sim.systems=[{', '.join(names)}]"]
-    cfg = config_from_args(args)
-    out = Path(args.out or f"runs/simulate-{time.strftime('%Y%m%d-%H%M%S')}")
     total = cfg.workload.steps * len(cfg.sim.systems)
     # delay: the bar only appears on runs long enough to want one; disable=None: TTYs only.
     with tqdm(total=total, unit="step", delay=2.0, disable=None, leave=False) as bar:

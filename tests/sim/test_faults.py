@@ -124,5 +124,5 @@ def test_relay_readers_freeze_during_the_rebuild_then_read_upstream():
 def test_faults_on_a_missing_machine_are_a_config_error():
     from laminar.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="faults.events"):
+    with pytest.raises(ConfigError, match=r"faults\.events"):
         _run("{type: rollout_machine, at_s: 1, machine: 9}")

@@ -1,0 +1,65 @@
+"""``laminar replay TRACE``: what would each system have done with these lengths? (DESIGN.md,
+use 2)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from laminar.cli.simulate_cmd import run_and_write, systems_override
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "replay",
+        help="simulate the systems on the response lengths of a trace file",
+        description="Replay a trace: simulate each system on its prompt and response lengths "
+        "(any layout `laminar trace show` reads: schema CSV/Parquet/JSONL, Azure, Vidur) and "
+        "write the same run directory as `laminar simulate`. The trace is reshaped to the "
+        "config's batch shape (workload.prompts_per_step x samples_per_prompt, steps); an "
+        "ungrouped serving trace forms groups from consecutive rows.",
+    )
+    p.add_argument("trace", help="trace file (.csv, .parquet, .jsonl)")
+    p.add_argument("--config", help="config file (.yaml, .yml or .toml) for everything else")
+    p.add_argument("--preset", help="start from a shipped preset (see `laminar config presets`)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one field, e.g. --set cluster.gpus=64 (repeatable)",
+    )
+    p.add_argument("--seed", type=int, help="shorthand for --set seed=N")
+    p.add_argument(
+        "--systems",
+        metavar="NAMES",
+        help="comma-separated systems to compare ('all' for every one); default: the config's",
+    )
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="run directory to write (default: runs/replay-<time>); replaced if it exists",
+    )
+    p.set_defaults(func=_replay)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from laminar.config import load_config
+
+    overrides = list(args.overrides)
+    if args.seed is not None:
+        overrides.append(f"seed={args.seed}")
+    if args.systems:
+        overrides.append(systems_override(args.systems))
+    # The trace replaces whatever workload source the config names; batch shape stays.
+    overrides.append(f"workload.source={{type: trace, path: {_quoted(args.trace)}}}")
+    cfg = load_config(args.config, preset=args.preset, overrides=overrides)
+    out = Path(args.out or f"runs/replay-{time.strftime('%Y%m%d-%H%M%S')}")
+    return run_and_write(cfg, out)
+
+
+def _quoted(path: str) -> str:
+    """``path`` as a YAML double-quoted scalar (paths may hold ':' or spaces)."""
+    return '"' + path.replace("\\", "\\\\").replace('"', '\\"') + '"'
