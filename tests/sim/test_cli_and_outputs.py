@@ -95,3 +95,15 @@ def test_presets_scale_down(tmp_path, preset):
     s = pd.read_csv(out / "summary.csv").iloc[0]
     assert s["steps"] == 2 and s["gpus"] == 32 and s["train_tokens_per_s"] > 0
     assert s["trainer_gpus"] + s["rollout_gpus"] == 32
+
+
+def test_progress_callback_ticks_once_per_trainer_step():
+    from laminar.sim import simulate
+
+    from .conftest import small_config
+
+    ticks = []
+    result = simulate(small_config(), on_step=lambda system, n: ticks.append((system, n)))
+    steps = result.config.workload.steps
+    assert ticks == [("laminar", n) for n in range(1, steps + 1)]
+    assert set(result.timings_s) == {"workload", "laminar.run", "laminar.tables"}
