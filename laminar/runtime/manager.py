@@ -1,0 +1,176 @@
+"""The rollout manager (paper §3.1, §5.1, §3.3): watches the rollouts, repacks, recovers.
+
+Every ``interval_s`` it takes a snapshot of each rollout, turns them into
+:class:`laminar.policy.repack.ReplicaState` and asks :func:`laminar.policy.repack.plan_repack`
+— the same function the simulator calls — for moves, which it carries out: pin the destination
+at the trajectories' version, abort them on the source (their partial tokens come back), and
+resubmit prompt + partial tokens on the destination. A rollout that stops answering is dead: its
+in-progress trajectories, read back from the partial-response pool, continue on a healthy
+rollout of the same version, or restart there from the prompt when none has that version (a
+trajectory never mixes versions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+from typing import Any
+
+from laminar.policy import repack
+from laminar.policy.repack import Move, ReplicaState, TrajectoryState
+
+
+def replica_state(snap: dict, kv_prev_tokens: int | None) -> ReplicaState:
+    """A rollout snapshot as the policy sees it; KV use counts the tokens of its trajectories."""
+    kv_used = sum(kv for _, kv in snap["trajectories"])
+    return ReplicaState(
+        replica_id=snap["replica_id"],
+        weight_version=snap["version"],
+        kv_capacity_tokens=snap["kv_capacity_tokens"],
+        kv_used_tokens=kv_used,
+        kv_used_prev_tokens=kv_used if kv_prev_tokens is None else kv_prev_tokens,
+        max_batch=snap["max_batch"],
+        trajectories=tuple(TrajectoryState(tid, kv) for tid, kv in snap["trajectories"]),
+    )
+
+
+class RolloutManager:
+    """Periodic repack checks and failure recovery over a set of rollout handles."""
+
+    def __init__(
+        self,
+        rollouts: dict[str, Any],
+        partial_pool: Any,
+        *,
+        interval_s: float,
+        repack_enabled: bool,
+        t0_s: float,
+    ):
+        self.rollouts = dict(rollouts)
+        self.partial_pool = partial_pool
+        self.interval_s = interval_s
+        self.repack_enabled = repack_enabled
+        self.t0_s = t0_s
+        self.kv_prev: dict[str, int] = {}
+        self.events: list[dict] = []  # repack moves and recoveries, for the run directory
+        self.kv_series: list[dict] = []  # per-replica KV use at each check
+        self.dead: set[str] = set()
+        self.stopping = False
+
+    async def run(self) -> None:
+        """Check every ``interval_s`` until :meth:`stop`."""
+        while not self.stopping:
+            await self.check()
+            await asyncio.sleep(self.interval_s)
+
+    async def stop(self) -> None:
+        self.stopping = True
+
+    async def check(self) -> list[Move]:
+        """One health check and (when enabled) one repack round; return the moves carried out."""
+        ids = list(self.rollouts)
+        snaps = await asyncio.gather(
+            *[self.rollouts[i].snapshot.remote() for i in ids], return_exceptions=True
+        )
+        live = []
+        for rid, snap in zip(ids, snaps, strict=True):
+            if isinstance(snap, BaseException):
+                await self.recover(rid)
+            else:
+                live.append(snap)
+        self._record(live)
+        if not self.repack_enabled:
+            return []
+        states = [replica_state(s, self.kv_prev.get(s["replica_id"])) for s in live]
+        self.kv_prev = {st.replica_id: st.kv_used_tokens for st in states}
+        moves = repack.plan_repack(states)  # §5.2, the one decision shared with the simulator
+        versions = {st.replica_id: st.weight_version for st in states}
+        done = []
+        for move in moves:
+            if await self.execute(move, versions[move.src]):
+                done.append(move)
+        return done
+
+    async def execute(self, move: Move, version: int) -> bool:
+        """Carry out one move; False when the destination no longer runs ``version``."""
+        t = time.perf_counter()
+        src, dst = self.rollouts[move.src], self.rollouts[move.dst]
+        if not await dst.pin.remote(version):
+            return False
+        trajs = []
+        try:
+            trajs = await src.release.remote(list(move.traj_ids))
+        finally:
+            await dst.adopt.remote(trajs)  # also unpins
+        self.events.append(
+            {
+                "kind": "repack",
+                "at_s": time.time() - self.t0_s,
+                "src": move.src,
+                "dst": move.dst,
+                "version": version,
+                "planned": len(move.traj_ids),
+                "moved": len(trajs),
+                "moved_tokens": sum(len(x.tokens) for x in trajs),
+                "duration_s": time.perf_counter() - t,
+            }
+        )
+        return True
+
+    async def recover(self, replica_id: str) -> int:
+        """Move a dead rollout's in-progress trajectories to healthy ones (§3.3)."""
+        t = time.perf_counter()
+        self.rollouts.pop(replica_id, None)
+        self.dead.add(replica_id)
+        lost = await self.partial_pool.on_replica.remote(replica_id)
+        continued = restarted = 0
+        for traj in lost:
+            dst, resumed = await self._place(traj)
+            if dst is None:
+                raise RuntimeError(f"no healthy rollout left to continue {traj.traj_id}")
+            continued += resumed
+            restarted += not resumed
+        self.events.append(
+            {
+                "kind": "recovery",
+                "at_s": time.time() - self.t0_s,
+                "src": replica_id,
+                "continued": continued,
+                "restarted": restarted,
+                "duration_s": time.perf_counter() - t,
+            }
+        )
+        return len(lost)
+
+    async def _place(self, traj: Any) -> tuple[str | None, bool]:
+        """Continue ``traj`` on a rollout of its version, else restart it on any (one version)."""
+        for rid, handle in self.rollouts.items():
+            if await handle.pin.remote(traj.version):
+                await handle.adopt.remote([traj])
+                return rid, True
+        for rid, handle in self.rollouts.items():
+            snap = await handle.snapshot.remote()
+            if snap["version"] >= 0 and await handle.pin.remote(snap["version"]):
+                fresh = replace(traj, version=snap["version"], tokens=[], logprobs=[])
+                await handle.adopt.remote([fresh])
+                return rid, False
+        return None, False
+
+    def _record(self, snaps: list[dict]) -> None:
+        for s in snaps:
+            self.kv_series.append(
+                {
+                    "at_s": s["at_s"],
+                    "replica_id": s["replica_id"],
+                    "version": s["version"],
+                    "kv_usage": s["kv_usage"],
+                    "kv_tokens": sum(kv for _, kv in s["trajectories"]),
+                    "trajectories": len(s["trajectories"]),
+                    "gen_tokens": s["gen_tokens"],
+                }
+            )
+
+    async def report(self) -> dict:
+        """Events and KV time series collected so far."""
+        return {"events": self.events, "kv_series": self.kv_series, "dead": sorted(self.dead)}

@@ -1,0 +1,123 @@
+"""The run directory of ``laminar train``: data first.
+
+- ``summary.json``: the run in one object (throughput, reward, staleness, the ledger's counts);
+- ``steps.csv``: one row per trainer step;
+- ``trajectories.parquet``: one row per finished trajectory in the trace schema
+  (``laminar/traces/schema.py``) with the measured timing columns, so ``laminar replay`` can
+  replay a real run in the simulator;
+- ``events.csv`` (repack moves, recoveries), ``kv.csv`` (per-replica KV use at each manager
+  check) and ``config.yaml`` (the resolved config).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+import pandas as pd
+
+from laminar.config import LaminarConfig, write_resolved
+from laminar.traces.io import write_trace
+
+
+def trajectory_frame(ledger: list[dict], steps: int) -> pd.DataFrame:
+    """Finished trajectories as a schema trace; unconsumed ones get ``step = steps`` (next)."""
+    rows = []
+    for row in ledger:
+        t = row["traj"]
+        consumed = row["consumed_version"]
+        rows.append(
+            {
+                "step": row.get("step", steps),
+                "prompt_id": t.prompt_id,
+                "sample_index": t.sample_index,
+                "prompt_len": len(t.prompt_ids),
+                "response_len": len(t.tokens),
+                "finish_reason": t.finish_reason,
+                "gen_start_s": t.gen_start_s,
+                "gen_end_s": t.gen_end_s,
+                "replica_id": t.replica_id,
+                "weight_version": t.version,
+                "weight_versions": str(t.version),
+                "consumed_version": consumed,
+                "consumed_s": row["consumed_s"],
+                "staleness": consumed - t.version if consumed >= 0 else -1,
+                "reward": t.reward,
+                "migrations": t.migrations,
+            }
+        )
+    return pd.DataFrame(rows).sort_values(["step", "prompt_id", "sample_index"])
+
+
+def accounting(result: dict, samples_per_prompt: int) -> dict:
+    """The ledger's counts: issued = consumed + finished-but-unconsumed + in progress + lost."""
+    ledger = result["ledger"]
+    issued = result["issued_groups"] * samples_per_prompt
+    consumed = sum(1 for r in ledger if r["consumed_version"] >= 0)
+    finished = len(ledger)
+    pending = len(result["pending"])
+    return {
+        "trajectories_issued": issued,
+        "trajectories_generated": finished,
+        "trajectories_consumed": consumed,
+        "trajectories_pending": (finished - consumed) + pending,
+        "trajectories_in_progress": pending,
+        "trajectories_lost": issued - finished - pending,
+    }
+
+
+def summarize(cfg: LaminarConfig, result: dict) -> dict:
+    """``summary.json``: every figure the issue asks for, plus what explains them."""
+    steps, wall_s = result["steps"], result["wall_s"]
+    k = max(1, len(steps) // 5)  # reward_first/last: mean over the first/last fifth of steps
+    rewards = [s["reward_mean"] for s in steps]
+    consumed = [r for r in result["ledger"] if r["consumed_version"] >= 0]
+    stale = [r["consumed_version"] - r["traj"].version for r in consumed]
+    gen_tokens = sum(s["gen_tokens"] for s in result["rollout_stats"])
+    events = result["manager"]["events"]
+    repacks = [e for e in events if e["kind"] == "repack"]
+    return {
+        "mode": cfg.runtime.mode,
+        "steps": len(steps),
+        "wall_s": wall_s,
+        "setup_s": result["setup_s"],
+        "train_tokens_per_s": sum(s["tokens"] for s in steps) / wall_s,
+        "gen_tokens_per_s": gen_tokens / wall_s,
+        "reward_first": statistics.fmean(rewards[:k]) if rewards else math.nan,
+        "reward_last": statistics.fmean(rewards[-k:]) if rewards else math.nan,
+        "staleness_mean": statistics.fmean(stale) if stale else 0.0,
+        "staleness_max": max(stale, default=0),
+        **accounting(result, cfg.workload.samples_per_prompt),
+        "repack_moves": len(repacks),
+        "repack_trajectories_moved": sum(e["moved"] for e in repacks),
+        "recoveries": sum(1 for e in events if e["kind"] == "recovery"),
+        "actor_stall_s_mean": statistics.fmean(s["publish_s"] for s in steps) if steps else 0.0,
+        "trainer_wait_s": sum(s["wait_s"] for s in steps),
+        "weight_loads": sum(len(s["loads"]) for s in result["rollout_stats"]),
+        "rollouts": cfg.runtime.rollouts,
+        "params": result["info"].get("params"),
+        "warmup_s": result["info"].get("warmup_s"),
+        "warmup_cached": result["info"].get("warmup_cached"),
+        "engine_start_s": result["info"].get("engine_start_s"),
+        "peak_rss_gib": {k: v / 2**30 for k, v in result["peak_rss_bytes"].items()},
+        "run_id": result["run_id"],
+    }
+
+
+def write_run_dir(cfg: LaminarConfig, result: dict, out: Path) -> dict:
+    """Write every file of the run directory into ``out`` (a staging dir); return the summary."""
+    summary = summarize(cfg, result)
+    write_resolved(cfg, out)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    pd.DataFrame(result["steps"]).to_csv(out / "steps.csv", index=False)
+    if result["ledger"]:
+        frame = trajectory_frame(result["ledger"], len(result["steps"]))
+        write_trace(frame, out / "trajectories.parquet")
+    events = result["manager"]["events"]
+    pd.DataFrame(events or [{"kind": None}]).dropna(how="all").to_csv(
+        out / "events.csv", index=False
+    )
+    pd.DataFrame(result["manager"]["kv_series"]).to_csv(out / "kv.csv", index=False)
+    return summary

@@ -1,0 +1,76 @@
+"""The one record that travels between the runtime's actors: a trajectory.
+
+A trajectory is created when its prompt group is handed to a rollout, streams its tokens into
+the partial-response pool while it runs, moves between rollouts when repack or recovery says so
+(carrying its tokens, so the destination continues where the source stopped), and lands in the
+experience buffer when it finishes. It keeps exactly one weight version all along (paper §2.4).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class PromptGroup:
+    """A prompt handed out by the prompt pool: ``n`` samples will be generated for it (GRPO)."""
+
+    prompt_id: int
+    prompt_ids: tuple[int, ...]
+    n: int
+
+    def trajectories(self, version: int, max_tokens: int, now_s: float) -> list[Traj]:
+        """The group's ``n`` fresh trajectories, generated with weight ``version``."""
+        return [
+            Traj(
+                traj_id=traj_id(self.prompt_id, i),
+                prompt_id=self.prompt_id,
+                sample_index=i,
+                prompt_ids=self.prompt_ids,
+                version=version,
+                max_tokens=max_tokens,
+                gen_start_s=now_s,
+            )
+            for i in range(self.n)
+        ]
+
+
+def traj_id(prompt_id: int, sample_index: int) -> str:
+    """The id of sample ``sample_index`` of prompt ``prompt_id``."""
+    return f"p{prompt_id}-s{sample_index}"
+
+
+@dataclass(slots=True)
+class Traj:
+    """One trajectory: prompt, the tokens generated so far, and where and when they came from."""
+
+    traj_id: str
+    prompt_id: int
+    sample_index: int
+    prompt_ids: tuple[int, ...]
+    version: int
+    """The one weight version every token was generated with."""
+    max_tokens: int
+    """Response budget in tokens (whole trajectory, not what is left)."""
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    """Log-probability of each generated token under the generating policy (behaviour policy)."""
+    gen_start_s: float = math.nan
+    gen_end_s: float = math.nan
+    replica_id: str = ""
+    """The replica that holds it now (or finished it)."""
+    migrations: int = 0
+    """Times it was moved to another replica mid-generation (repack or recovery)."""
+    finish_reason: str | None = None
+    reward: float = math.nan
+
+    @property
+    def remaining_tokens(self) -> int:
+        """Response tokens it may still generate."""
+        return self.max_tokens - len(self.tokens)
+
+    @property
+    def kv_tokens(self) -> int:
+        """KV-cache tokens it occupies (prompt + generated), what repack packs (§5.2)."""
+        return len(self.prompt_ids) + len(self.tokens)

@@ -1,0 +1,234 @@
+"""A rollout replica (paper §3.1): one generation engine, its in-flight trajectories, and the
+rules for when it takes prompts and when it pulls weights.
+
+Trajectory-level asynchrony (§2.4, §3.2): every trajectory is generated with exactly one weight
+version, so a replica loads new weights only when it holds no trajectory. In laminar mode it
+keeps admitting prompt groups while its version is the newest; once a newer one is published it
+stops admitting, finishes (or is released of) its long tail, pulls the newest version and
+starts again. Repack (§5) releases it early by moving its tail elsewhere; the rollout manager
+decides, this class only carries out :meth:`release` and :meth:`adopt`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+
+from laminar.config.runtime import RepeatTask
+from laminar.runtime.codec import make_codec
+from laminar.runtime.engine import Engine
+from laminar.runtime.records import PromptGroup, Traj
+from laminar.runtime.stream import PartialStreamer
+from laminar.runtime.task import RepeatTaskGen
+from laminar.runtime.weights import WeightSource
+
+
+class RolloutWorker:
+    """One engine replica and the trajectories it is generating."""
+
+    def __init__(
+        self,
+        replica_id: str,
+        engine: Engine,
+        *,
+        weights: WeightSource,
+        pools: dict,
+        task: RepeatTask,
+        seed: int,
+        max_response_len: int,
+        max_batch: int,
+        samples_per_prompt: int,
+        model_type: str,
+        model_dir: str,
+        t0_s: float,
+        flush_interval_s: float,
+    ):
+        self.replica_id = replica_id
+        self.engine = engine
+        self.weights = weights
+        self.prompt_pool = pools["prompts"]
+        self.gen = RepeatTaskGen(task, seed=seed, max_answer_len=max_response_len - 1)
+        self.codec = make_codec(model_type, model_dir)
+        self.max_response_len = max_response_len
+        self.max_batch = max_batch
+        self.samples_per_prompt = samples_per_prompt
+        self.t0_s = t0_s
+        self.version = -1  # the engine starts with unpublished weights
+        self.trajs: dict[str, Traj] = {}
+        self.tasks: dict[str, asyncio.Task] = {}
+        self.pins = 0  # adopts in progress: no weight load until they land
+        self.stopping = False
+        self.loop_task: asyncio.Task | None = None
+        self.loads: list[tuple[float, int, float]] = []  # (at_s, version, load_s)
+        self.gen_tokens = 0
+        self.streamer = PartialStreamer(pools["partial"], pools["buffer"], flush_interval_s)
+
+    def now_s(self) -> float:
+        return time.time() - self.t0_s
+
+    async def start(self) -> float:
+        """Build the engine and warm it up (the first step is slow); return the seconds taken."""
+        t = time.perf_counter()
+        await self.engine.start()
+        async for _ in self.engine.generate(f"{self.replica_id}-warmup", [0, 1], 2):
+            pass
+        self.streamer.start()
+        return time.perf_counter() - t
+
+    # -- weights --------------------------------------------------------------------------
+
+    async def load_latest(self) -> int:
+        """Load the newest published version if newer and the replica is empty; return version."""
+        latest = self.weights.latest()
+        if latest is None or latest[0] <= self.version or self.trajs or self.pins:
+            return self.version
+        version, path = latest
+        t = time.perf_counter()
+        await self.engine.load_weights(path)
+        self.loads.append((self.now_s(), version, time.perf_counter() - t))
+        self.version = version
+        return version
+
+    def _newer_published(self) -> bool:
+        latest = self.weights.latest()
+        return latest is not None and latest[0] > self.version
+
+    # -- generation -----------------------------------------------------------------------
+
+    def submit(self, trajs: list[Traj]) -> None:
+        """Start (or continue, for migrated ones) generating ``trajs`` on this replica."""
+        for t in trajs:
+            if t.version != self.version:
+                raise ValueError(f"{t.traj_id} has version {t.version}, replica {self.version}")
+            t.replica_id = self.replica_id
+            self.trajs[t.traj_id] = t
+            self.streamer.register(t)
+            self.tasks[t.traj_id] = asyncio.create_task(self._generate(t))
+
+    async def _generate(self, t: Traj) -> None:
+        reason = None
+        request_id = f"{t.traj_id}#{t.migrations}"
+        prompt = [*t.prompt_ids, *t.tokens]  # migrated: prompt + partial tokens, re-prefilled
+        async for d in self.engine.generate(request_id, prompt, t.remaining_tokens):
+            t.tokens.extend(d.token_ids)
+            t.logprobs.extend(d.logprobs)
+            self.gen_tokens += len(d.token_ids)
+            reason = d.finish_reason
+        self.tasks.pop(t.traj_id, None)
+        if reason == "abort":
+            return  # the caller of abort owns it now
+        self._finish(t, "stop" if reason == "stop" else "length")
+
+    def _finish(self, t: Traj, reason: str) -> None:
+        t.finish_reason = reason
+        t.gen_end_s = self.now_s()
+        eos = self.codec.eos_id
+        body = t.tokens[:-1] if reason == "stop" and t.tokens and t.tokens[-1] == eos else t.tokens
+        prompt = self.gen.prompt(t.prompt_id)
+        t.reward = self.gen.reward(prompt, self.codec.decode(body), finished=reason == "stop")
+        del self.trajs[t.traj_id]
+        self.streamer.finished(t)
+
+    def submit_groups(self, groups: list[PromptGroup]) -> None:
+        """Start every sample of ``groups`` with the current weight version."""
+        now = self.now_s()
+        for g in groups:
+            self.submit(g.trajectories(self.version, self.max_response_len, now))
+
+    async def run_groups(self, groups: list[PromptGroup]) -> int:
+        """Sync mode: generate ``groups`` to the end and hand them to the buffer."""
+        self.submit_groups(groups)
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks.values()), return_exceptions=True)
+        await self.streamer.flush()
+        return self.version
+
+    async def run_laminar(self, poll_s: float = 0.01) -> None:
+        """Laminar mode: admit groups while on the newest version, else drain and reload."""
+        self.loop_task = asyncio.create_task(self._laminar_loop(poll_s))
+        await self.loop_task
+
+    async def _laminar_loop(self, poll_s: float) -> None:
+        while not self.stopping:
+            if self._newer_published():
+                await self.load_latest()  # no-op while trajectories remain (drain, §2.4)
+            elif self.version >= 0:
+                k = (self.max_batch - len(self.trajs)) // self.samples_per_prompt
+                if k > 0 or not self.trajs:
+                    self.submit_groups(await self.prompt_pool.take.remote(max(k, 1)))
+            await asyncio.sleep(poll_s)
+
+    # -- repack and recovery (carried out for the rollout manager) --------------------------
+
+    async def snapshot(self) -> dict:
+        """What repack needs: version, KV tokens used/capacity, the unfinished trajectories."""
+        s = self.engine.stats()
+        return {
+            "replica_id": self.replica_id,
+            "version": self.version,
+            "kv_capacity_tokens": s.kv_capacity_tokens,
+            "kv_usage": s.kv_usage,
+            "running": s.running,
+            "waiting": s.waiting,
+            "max_batch": self.max_batch,
+            "trajectories": [(t.traj_id, t.kv_tokens) for t in self.trajs.values()],
+            "gen_tokens": self.gen_tokens,
+            "at_s": self.now_s(),
+        }
+
+    async def pin(self, version: int) -> bool:
+        """Hold the current weights for an incoming move; False if the version differs."""
+        if version != self.version or self.stopping:
+            return False
+        self.pins += 1
+        return True
+
+    async def unpin(self) -> None:
+        self.pins = max(0, self.pins - 1)
+
+    async def release(self, traj_ids: list[str], *, moving: bool = True) -> list[Traj]:
+        """Abort these trajectories and hand them over with their partial tokens (§5.1).
+
+        ``moving``: they continue elsewhere (the new replica streams them from now on);
+        otherwise their last tokens are still streamed from here (a stop at the end of a run).
+        """
+        live = [tid for tid in traj_ids if tid in self.tasks]
+        tasks = [self.tasks[tid] for tid in live]
+        await self.engine.abort([f"{tid}#{self.trajs[tid].migrations}" for tid in live])
+        await asyncio.gather(*tasks, return_exceptions=True)
+        out = []
+        for tid in live:
+            t = self.trajs.get(tid)
+            if t is not None and t.finish_reason is None:  # finished ones went to the buffer
+                del self.trajs[tid]
+                out.append(t)
+                if moving:
+                    self.streamer.forget(tid)
+        return out
+
+    async def adopt(self, trajs: list[Traj], *, pinned: bool = True) -> None:
+        """Continue trajectories moved here: prompt + partial tokens, their one version."""
+        try:
+            self.submit([replace(t, migrations=t.migrations + 1) for t in trajs])
+        finally:
+            if pinned:
+                await self.unpin()
+
+    async def stop(self) -> list[str]:
+        """Stop generating: abort everything (tokens so far stay in the partial pool)."""
+        self.stopping = True
+        if self.loop_task is not None:  # let it finish submitting what it already took
+            await self.loop_task
+        live = list(self.tasks)
+        if live:
+            await self.release(live, moving=False)
+        await self.streamer.close()
+        return live
+
+    async def stats(self) -> dict:
+        return {"replica_id": self.replica_id, "gen_tokens": self.gen_tokens, "loads": self.loads}
+
+    async def shutdown(self) -> None:
+        """Stop the engine (its processes and shared memory go with it)."""
+        await self.engine.shutdown()

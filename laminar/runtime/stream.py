@@ -1,0 +1,85 @@
+"""Streaming a rollout's trajectories to the data tier, in batches (one actor call per flush).
+
+In-progress tokens go to the partial-response pool every ``interval_s`` (paper §7: the pool
+holds ongoing trajectories for fast recovery); finished trajectories go to the experience
+buffer first and only then leave the partial pool, so at every instant a trajectory is held by
+at least one of the two and none is lost between them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import replace
+from typing import Any
+
+from laminar.runtime.records import Traj
+
+
+class PartialStreamer:
+    """Batches token deltas and finished trajectories of one rollout."""
+
+    def __init__(self, partial_pool: Any, buffer: Any, interval_s: float):
+        self.partial_pool = partial_pool
+        self.buffer = buffer
+        self.interval_s = interval_s
+        self.tracked: dict[str, Traj] = {}
+        self.sent: dict[str, int] = {}  # traj_id -> tokens the pool already holds
+        self.fresh: set[str] = set()
+        self.done: list[Traj] = []
+        self.lock = asyncio.Lock()
+        self.loop_task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self.loop_task = asyncio.create_task(self._loop())
+
+    def register(self, t: Traj) -> None:
+        """Track ``t``; the next flush sends it whole (replacing what the pool had)."""
+        self.tracked[t.traj_id] = t
+        self.fresh.add(t.traj_id)
+
+    def finished(self, t: Traj) -> None:
+        """``t`` is complete: to the buffer at the next flush, then out of the partial pool."""
+        self.tracked.pop(t.traj_id, None)
+        self.fresh.discard(t.traj_id)
+        self.sent.pop(t.traj_id, None)
+        self.done.append(t)
+
+    def forget(self, traj_id: str) -> None:
+        """Stop streaming ``traj_id`` (it moved; its new replica registers it whole)."""
+        self.tracked.pop(traj_id, None)
+        self.fresh.discard(traj_id)
+        self.sent.pop(traj_id, None)
+
+    async def flush(self) -> None:
+        """Send what changed since the last flush."""
+        async with self.lock:
+            fresh, deltas = [], []
+            for tid, t in self.tracked.items():
+                n = len(t.tokens)
+                if tid in self.fresh:
+                    fresh.append(replace(t, tokens=t.tokens[:n], logprobs=t.logprobs[:n]))
+                elif n > self.sent.get(tid, 0):
+                    k = self.sent[tid]
+                    deltas.append((tid, k, t.tokens[k:n], t.logprobs[k:n]))
+                self.sent[tid] = n
+            self.fresh.clear()
+            done, self.done = self.done, []
+            if done:
+                await self.buffer.add.remote(done)  # buffer first: never held by neither
+            if fresh or deltas or done:
+                await self.partial_pool.update.remote(fresh, deltas, [t.traj_id for t in done])
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            await self.flush()
+
+    async def close(self) -> None:
+        """Stop the periodic flush and send the rest."""
+        if self.loop_task is not None:
+            self.loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.loop_task
+            self.loop_task = None
+        await self.flush()

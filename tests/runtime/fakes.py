@@ -1,0 +1,96 @@
+"""In-process stand-ins for the runtime's tests: an engine without vLLM, Ray-less handles.
+
+``FakeEngine`` implements ``laminar.runtime.engine.Engine`` as a perfect solver of the repeat
+task: it reads the count from the prompt and writes the letter that many times, one token per
+``step_s``. Its output depends only on the sequence it is given, so a trajectory resubmitted as
+prompt + partial tokens continues exactly where it stopped — the property migration relies on.
+``LocalHandle`` gives a plain object the ``handle.method.remote(...)`` shape of a Ray actor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Sequence
+
+from laminar.runtime.codec import CharCodec
+from laminar.runtime.engine import Delta, EngineStats
+
+
+class FakeEngine:
+    """Deterministic repeat-task engine (see module docstring)."""
+
+    def __init__(self, step_s: float = 0.001, kv_capacity_tokens: int = 100_000):
+        self.codec = CharCodec()
+        self.step_s = step_s
+        self.kv_capacity_tokens = kv_capacity_tokens
+        self.aborted: set[str] = set()
+        self.running: set[str] = set()
+        self.loaded: list[str] = []
+        self.submitted: list[tuple[str, tuple[int, ...]]] = []
+
+    async def start(self) -> None:
+        pass
+
+    def _next(self, seq: list[int]) -> int:
+        eq = self.codec.encode("=")[0]
+        if eq not in seq:
+            return self.codec.eos_id
+        cut = len(seq) - 1 - seq[::-1].index(eq)
+        head = self.codec.decode(seq[:cut])  # "<n>*<c>"
+        count, letter = head.split("*")
+        done = len(seq) - cut - 1
+        return self.codec.eos_id if done >= int(count) else self.codec.encode(letter)[0]
+
+    async def generate(self, request_id: str, prompt_ids: Sequence[int], max_tokens: int):
+        self.submitted.append((request_id, tuple(prompt_ids)))
+        self.running.add(request_id)
+        seq, n = list(prompt_ids), 0
+        try:
+            while True:
+                await asyncio.sleep(self.step_s)
+                if request_id in self.aborted:
+                    yield Delta((), (), "abort")
+                    return
+                tok = self._next(seq)
+                seq.append(tok)
+                n += 1
+                reason = "stop" if tok == self.codec.eos_id else "length" if n >= max_tokens else None
+                yield Delta((tok,), (-0.1,), reason)
+                if reason:
+                    return
+        finally:
+            self.running.discard(request_id)
+
+    async def abort(self, request_ids: Sequence[str]) -> None:
+        self.aborted.update(request_ids)
+
+    def stats(self) -> EngineStats:
+        return EngineStats(self.kv_capacity_tokens, 0.0, len(self.running), 0)
+
+    async def load_weights(self, path: str) -> None:
+        self.loaded.append(path)
+
+    async def shutdown(self) -> None:
+        pass
+
+
+class LocalHandle:
+    """``handle.method.remote(*args)`` -> an awaitable, like a Ray actor handle in async code."""
+
+    def __init__(self, obj: object):
+        self._obj = obj
+
+    def __getattr__(self, name: str):
+        fn = getattr(self._obj, name)
+
+        class _Method:
+            @staticmethod
+            def remote(*args, **kwargs):
+                return _awaitable(fn(*args, **kwargs))
+
+        return _Method
+
+
+async def _awaitable(value):
+    return await value if inspect.isawaitable(value) else value
