@@ -56,15 +56,17 @@ def accounting(result: dict, samples_per_prompt: int) -> dict:
     ledger = result["ledger"]
     issued = result["issued_groups"] * samples_per_prompt
     consumed = sum(1 for r in ledger if r["consumed_version"] >= 0)
-    finished = len(ledger)
-    pending = len(result["pending"])
+    finished_ids = {r["traj"].traj_id for r in ledger}
+    pending_ids = {t.traj_id for t in result["pending"]}
+    finished, pending = len(finished_ids), len(pending_ids)
     return {
         "trajectories_issued": issued,
         "trajectories_generated": finished,
         "trajectories_consumed": consumed,
         "trajectories_pending": (finished - consumed) + pending,
         "trajectories_in_progress": pending,
-        "trajectories_lost": issued - finished - pending,
+        "trajectories_lost": issued - len(finished_ids | pending_ids),
+        "trajectories_double_counted": len(finished_ids & pending_ids),
     }
 
 
@@ -120,4 +122,17 @@ def write_run_dir(cfg: LaminarConfig, result: dict, out: Path) -> dict:
         out / "events.csv", index=False
     )
     pd.DataFrame(result["manager"]["kv_series"]).to_csv(out / "kv.csv", index=False)
+    pending = [
+        {
+            "traj_id": t.traj_id,
+            "replica_id": t.replica_id,
+            "weight_version": t.version,
+            "tokens": len(t.tokens),
+            "migrations": t.migrations,
+        }
+        for t in result["pending"]
+    ]
+    pd.DataFrame(
+        pending, columns=["traj_id", "replica_id", "weight_version", "tokens", "migrations"]
+    ).to_csv(out / "in_progress.csv", index=False)
     return summary

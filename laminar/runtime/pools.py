@@ -80,6 +80,7 @@ class PartialResponsePool:
 
     def __init__(self) -> None:
         self.live: dict[str, Traj] = {}
+        self.done: set[str] = set()  # finished ids: a late copy from a past holder is dropped
 
     def update(
         self,
@@ -94,10 +95,9 @@ class PartialResponsePool:
         """
         for t in fresh:
             old = self.live.get(t.traj_id)
-            if (
-                old is None or t.migrations >= old.migrations
-            ):  # a late copy from a past holder loses
-                self.live[t.traj_id] = replace(t, tokens=list(t.tokens), logprobs=list(t.logprobs))
+            if t.traj_id in self.done or (old is not None and t.migrations < old.migrations):
+                continue  # a late copy from a replica that held it before: stale
+            self.live[t.traj_id] = replace(t, tokens=list(t.tokens), logprobs=list(t.logprobs))
         for tid, offset, toks, lps in deltas:
             t = self.live.get(tid)
             if t is not None and len(t.tokens) == offset:
@@ -105,6 +105,7 @@ class PartialResponsePool:
                 t.logprobs.extend(lps)
         for tid in done:
             self.live.pop(tid, None)
+            self.done.add(tid)
 
     def on_replica(self, replica_id: str) -> list[Traj]:
         """In-progress trajectories last held by ``replica_id`` (what a failure interrupts)."""

@@ -28,6 +28,7 @@ class PartialStreamer:
         self.fresh: set[str] = set()
         self.done: list[Traj] = []
         self.lock = asyncio.Lock()
+        self.closing = asyncio.Event()
         self.loop_task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -71,15 +72,19 @@ class PartialStreamer:
                 await self.partial_pool.update.remote(fresh, deltas, [t.traj_id for t in done])
 
     async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval_s)
+        while not self.closing.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.closing.wait(), self.interval_s)
             await self.flush()
 
     async def close(self) -> None:
-        """Stop the periodic flush and send the rest."""
+        """Stop the periodic flush and send the rest.
+
+        The loop is never cancelled: a flush cut between the buffer's ``add`` and the pool's
+        ``update`` would leave a finished trajectory counted as in progress too.
+        """
+        self.closing.set()
         if self.loop_task is not None:
-            self.loop_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.loop_task
+            await self.loop_task
             self.loop_task = None
         await self.flush()

@@ -55,7 +55,9 @@ class FakeEngine:
                 tok = self._next(seq)
                 seq.append(tok)
                 n += 1
-                reason = "stop" if tok == self.codec.eos_id else "length" if n >= max_tokens else None
+                reason = (
+                    "stop" if tok == self.codec.eos_id else "length" if n >= max_tokens else None
+                )
                 yield Delta((tok,), (-0.1,), reason)
                 if reason:
                     return

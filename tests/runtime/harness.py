@@ -32,26 +32,61 @@ class System:
     consumed: list = field(default_factory=list)
 
 
-def build(tmp_path, *, workers=2, max_batch=16, n=4, prompts_per_step=4, step_s=0.001,
-          repack=True, interval_s=0.01) -> System:
+def build(
+    tmp_path,
+    *,
+    workers=2,
+    max_batch=16,
+    n=4,
+    prompts_per_step=4,
+    step_s=0.001,
+    repack=True,
+    interval_s=0.01,
+) -> System:
     task = RepeatTask(median_len=6, tail_ratio=10)
     t0 = time.time()
     store = ShmWeightStore(tmp_path / "weights", "{}")
-    prompts = PromptPool(task, seed=0, max_answer_len=MAX_RESPONSE_LEN - 1,
-                         samples_per_prompt=n, prompts_per_step=prompts_per_step,
-                         prefetch_steps=1.0, model_type="tiny", model_dir="")
+    prompts = PromptPool(
+        task,
+        seed=0,
+        max_answer_len=MAX_RESPONSE_LEN - 1,
+        samples_per_prompt=n,
+        prompts_per_step=prompts_per_step,
+        prefetch_steps=1.0,
+        model_type="tiny",
+        model_dir="",
+    )
     partial, buffer = PartialResponsePool(), ExperienceBuffer(n, t0)
-    pools = {"prompts": LocalHandle(prompts), "partial": LocalHandle(partial),
-             "buffer": LocalHandle(buffer)}
+    pools = {
+        "prompts": LocalHandle(prompts),
+        "partial": LocalHandle(partial),
+        "buffer": LocalHandle(buffer),
+    }
     ws = {
-        f"r{i}": RolloutWorker(f"r{i}", FakeEngine(step_s), weights=store, pools=pools, task=task,
-                               seed=0, max_response_len=MAX_RESPONSE_LEN, max_batch=max_batch,
-                               samples_per_prompt=n, model_type="tiny", model_dir="", t0_s=t0,
-                               flush_interval_s=0.01)
+        f"r{i}": RolloutWorker(
+            f"r{i}",
+            FakeEngine(step_s),
+            weights=store,
+            pools=pools,
+            task=task,
+            seed=0,
+            max_response_len=MAX_RESPONSE_LEN,
+            max_batch=max_batch,
+            samples_per_prompt=n,
+            model_type="tiny",
+            model_dir="",
+            t0_s=t0,
+            flush_interval_s=0.01,
+        )
         for i in range(workers)
     }
-    manager = RolloutManager({k: LocalHandle(w) for k, w in ws.items()}, LocalHandle(partial),
-                             interval_s=interval_s, repack_enabled=repack, t0_s=t0)
+    manager = RolloutManager(
+        {k: LocalHandle(w) for k, w in ws.items()},
+        LocalHandle(partial),
+        interval_s=interval_s,
+        repack_enabled=repack,
+        t0_s=t0,
+    )
     return System(store, prompts, partial, buffer, ws, manager, prompts_per_step)
 
 

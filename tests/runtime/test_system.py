@@ -23,7 +23,7 @@ CODEC = CharCodec()
 def _answer_ok(t) -> bool:
     text = CODEC.decode(t.prompt_ids)
     count, letter = text.rstrip("=").split("*")
-    return t.tokens == CODEC.encode(letter * int(count)) + [CODEC.eos_id]
+    return t.tokens == [*CODEC.encode(letter * int(count)), CODEC.eos_id]
 
 
 def test_accounting_every_trajectory_consumed_once_or_pending(tmp_path):
