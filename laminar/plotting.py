@@ -179,24 +179,55 @@ def kv_figure(replicas: pd.DataFrame, points: int = 200):
 # Staleness -------------------------------------------------------------------------------------
 
 
-def staleness_table(trajectories: pd.DataFrame) -> pd.DataFrame:
-    """Share of consumed trajectories at each staleness, per system (rows: staleness)."""
+def inherent_staleness(trajectories: pd.DataFrame, steps: pd.DataFrame) -> pd.Series:
+    """§6's *inherent* staleness of each completed trajectory: the actor's version when its last
+    token was generated minus its (oldest) generation version. It counts generation latency
+    only; the consumed staleness (``trajectories.staleness``) adds the wait for the rest of the
+    GRPO group and in the experience buffer. NaN for unfinished trajectories."""
+    out = pd.Series(np.nan, index=trajectories.index)
+    for system, t in trajectories.groupby("system", sort=False):
+        # Version v + 1 exists from the end of trainer step v (steps are in version order).
+        ends = np.sort(steps.loc[steps["system"] == system, "end_s"].to_numpy())
+        done = t["gen_end_s"].notna()
+        actor = np.searchsorted(ends, t.loc[done, "gen_end_s"].to_numpy(), side="right")
+        out.loc[t.index[done]] = actor - t.loc[done, "weight_version"].to_numpy()
+    return out
+
+
+def staleness_table(
+    trajectories: pd.DataFrame, steps: pd.DataFrame | None = None, *, kind: str = "consumed"
+) -> pd.DataFrame:
+    """Share of trained trajectories at each staleness, per system (rows: staleness).
+    ``kind``: ``consumed`` (trainer version when trained on) or ``inherent`` (§6, at
+    completion; needs ``steps``)."""
     c = trajectories[trajectories["consumed_version"] >= 0]
+    if kind == "inherent":
+        if steps is None:
+            raise ValueError("inherent staleness needs the steps table")
+        c = c.assign(staleness=inherent_staleness(c, steps).astype(int))
+    elif kind != "consumed":
+        raise ValueError(f"kind must be 'consumed' or 'inherent', not {kind!r}")
     counts = c.groupby(["staleness", "system"], sort=True).size().unstack(fill_value=0)
     order = [s for s in dict.fromkeys(trajectories["system"]) if s in counts.columns]
     return (counts / counts.sum())[order]
 
 
-def staleness_figure(trajectories: pd.DataFrame):
+def staleness_figure(
+    trajectories: pd.DataFrame, steps: pd.DataFrame | None = None, *, kind: str = "consumed"
+):
     """Histogram of the staleness of trained trajectories, one bar group per system (§6)."""
-    table = staleness_table(trajectories)
+    table = staleness_table(trajectories, steps, kind=kind)
     fig, axes = _figure(width=7.0)
     ax = axes[0][0]
     width = 0.8 / max(1, len(table.columns))
     for j, system in enumerate(table.columns):
         x = table.index.to_numpy() + (j - (len(table.columns) - 1) / 2) * width
         ax.bar(x, 100 * table[system], width=width, color=color(system), label=system)
-    ax.set_xlabel("staleness (trainer version at consumption - generation version)")
+    what = {
+        "consumed": "trainer version when trained on",
+        "inherent": "actor version at completion (§6)",
+    }[kind]
+    ax.set_xlabel(f"{kind} staleness ({what} - generation version)")
     ax.set_ylabel("trained trajectories (%)")
     ax.set_xticks(table.index)
     ax.grid(axis="y", alpha=0.3)
@@ -274,6 +305,10 @@ def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Pat
         save_figure(throughput_figure(run.summary), out / "throughput.png"),
         save_figure(kv_figure(run.replicas), out / "kv_util.png"),
         save_figure(staleness_figure(run.trajectories), out / "staleness.png"),
+        save_figure(
+            staleness_figure(run.trajectories, run.steps, kind="inherent"),
+            out / "staleness_inherent.png",
+        ),
         save_figure(timeline_figure(run, bin_s), out / "timeline.png"),
     ]
     first = run.trajectories[run.trajectories["system"] == run.systems[0]]

@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from laminar.cli import main
-from laminar.plotting import kv_over_time, load_run, staleness_table, throughput_over_time
+from laminar.plotting import (
+    inherent_staleness,
+    kv_over_time,
+    load_run,
+    staleness_table,
+    throughput_over_time,
+)
 
 from .sim.conftest import SMALL
 
@@ -23,7 +29,7 @@ def run_dir(tmp_path_factory):
 
 def test_plot_writes_every_figure(run_dir, capsys):
     assert main(["plot", str(run_dir)]) == 0
-    names = ["throughput", "kv_util", "staleness", "timeline", "lengths"]
+    names = ["throughput", "kv_util", "staleness", "staleness_inherent", "timeline", "lengths"]
     for name in names:
         png = run_dir / "plots" / f"{name}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
@@ -61,3 +67,16 @@ def test_staleness_table_sums_to_one_per_system(run_dir):
     assert list(table.columns) == ["laminar", "verl"]
     assert np.allclose(table.sum(), 1.0)
     assert table.loc[0, "verl"] == 1.0  # synchronous: always on-policy
+
+
+def test_inherent_staleness_counts_generation_latency_only(run_dir):
+    run = load_run(run_dir)
+    t = run.trajectories
+    inh = inherent_staleness(t, run.steps)
+    c = t["consumed_version"] >= 0
+    assert (inh[c] >= 0).all() and (inh[c] <= t.loc[c, "staleness"]).all()
+    assert inh[t["gen_end_s"].isna()].isna().all()
+    verl = (t["system"] == "verl") & c
+    assert (inh[verl] == 0).all()  # synchronous: no update while a batch generates
+    table = staleness_table(t, run.steps, kind="inherent")
+    assert np.allclose(table.sum(), 1.0)
