@@ -25,6 +25,8 @@ def test_committed_versions_read_like_the_runtime_store(shm_base):
     for v in range(4):
         path = _commit(store, v, bytes([v]) * 5000)
         assert verify_version_dir(path)
+    assert len(list_versions(store.root)) == 4  # commit leaves the old ones to gc
+    store.gc()
     assert [v for v, _ in list_versions(store.root)] == [2, 3]  # keep=2
     assert store.latest()[0] == 3 and store.has(3) and not store.has(1)
     # the runtime's own reader reads a relay store as is

@@ -15,6 +15,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from laminar.runtime.relay.control import serve_control
+from laminar.runtime.relay.probe import answer_probe
 from laminar.runtime.relay.store import RelayStore
 from laminar.runtime.relay.stream import (
     ACK,
@@ -129,7 +130,10 @@ class RelayNode:
         try:
             while True:
                 header = await recv_obj(link, HEADER)
-                await self._on_stream(link, header)
+                if header.get("probe"):  # `laminar bench relay` measuring α and β
+                    await answer_probe(link, header)
+                else:
+                    await self._on_stream(link, header)
         except (LinkError, asyncio.CancelledError):
             pass
         finally:
@@ -218,7 +222,12 @@ class RelayNode:
         for old in [v for v in self._partials if v < version]:
             self._spawn(self._release(self._partials.pop(old)))
         loop = asyncio.get_running_loop()
-        self._spawn(_quietly(loop.run_in_executor(None, self.store.prepare_spare, nbytes)))
+        self._spawn(_quietly(loop.run_in_executor(None, self._tidy, nbytes)))
+
+    def _tidy(self, nbytes: int) -> None:
+        """Between broadcasts: free versions beyond ``keep``, allocate the next file."""
+        self.store.gc()
+        self.store.prepare_spare(nbytes)
 
     async def _release(self, part: Partial) -> None:
         """Stop a partial's forwarder and unmap it (delete its file unless it was committed)."""
@@ -300,7 +309,7 @@ class RelayNode:
                 else {"version": latest[0], "path": latest[1]}
             )
         if op == "prepare":
-            await loop.run_in_executor(None, self.store.prepare_spare, int(req["nbytes"]))
+            await loop.run_in_executor(None, self._tidy, int(req["nbytes"]))
             return {"ok": True}
         if op == "lend_inbox":
             path = await loop.run_in_executor(None, self.store.lend_inbox, int(req["nbytes"]))

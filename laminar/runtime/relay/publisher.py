@@ -127,6 +127,15 @@ class RelayPublisher:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"version {version} not broadcast within {timeout_s} s")
 
+    def ready(self, timeout_s: float = 60.0) -> bool:
+        """Block until the next inbox is lent and mapped, so the next publish is one copy."""
+        deadline = time.monotonic() + timeout_s
+        while self._last is not None and self._slot is None:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
     def close(self) -> None:
         """Stop the heartbeats, close links and unmap the spare inbox."""
         self.manager.stop()

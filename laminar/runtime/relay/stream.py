@@ -76,7 +76,11 @@ def layout_for(nbytes: int, k: int) -> Layout:
 
 def digest(view: memoryview) -> dict:
     """CRC-32 (checked by every relay) and SHA-256 (kept in the manifest for readers)."""
-    return {"crc32": zlib.crc32(view), "sha256": hashlib.sha256(view).hexdigest()}
+    return {"crc32": zlib.crc32(view), "sha256": _sha256_hex(view)}
+
+
+def _sha256_hex(view: memoryview) -> str:
+    return hashlib.sha256(view).hexdigest()
 
 
 def new_result() -> dict:
@@ -112,7 +116,9 @@ class LocalSource:
     def __init__(self, view: memoryview, layout: Layout):
         self.layout = layout
         self._view = view
-        self._digest = asyncio.get_running_loop().run_in_executor(None, digest, view)
+        loop = asyncio.get_running_loop()  # two threads: both hashes release the GIL
+        self._crc = loop.run_in_executor(None, zlib.crc32, view)
+        self._sha = loop.run_in_executor(None, _sha256_hex, view)
 
     def chunk(self, j: int) -> memoryview:
         lo, hi = self.layout.span(j)
@@ -122,7 +128,8 @@ class LocalSource:
         return None
 
     async def trailer(self) -> dict:
-        return {**await asyncio.shield(self._digest), "nbytes": self.layout.nbytes}
+        crc, sha = await asyncio.shield(asyncio.gather(self._crc, self._sha))
+        return {"crc32": crc, "sha256": sha, "nbytes": self.layout.nbytes}
 
 
 class Partial:

@@ -1,0 +1,47 @@
+"""``laminar bench``: measure components on this machine against their models."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="measure components on this machine")
+    cmds = p.add_subparsers(dest="bench_command", metavar="COMPONENT", required=True)
+    r = cmds.add_parser(
+        "relay",
+        help="chain broadcast of the relay tier vs its App. D model and vs naive sends",
+        description="Start RELAYS relay processes, measure the link's alpha and beta, broadcast "
+        "MBYTES MiB down the chain (k* chunks) and from the trainer to each relay in turn; print "
+        "JSON (p, nbytes, chunks, measured_s, model_s, actor_stall_s, naive_s, ...).",
+    )
+    r.add_argument("--relays", type=int, default=4, help="relays, master included (>= 2)")
+    r.add_argument("--mbytes", type=int, default=64, help="weights to broadcast (MiB)")
+    r.add_argument("--transport", choices=("ucx", "tcp"), default="ucx")
+    r.add_argument("--ucx-tls", default="tcp,self", help="UCX transports (UCX_TLS)")
+    r.add_argument("--repeats", type=int, default=3, help="measured broadcasts (median)")
+    r.add_argument("--out", help="also write the JSON to this file")
+    r.set_defaults(func=_relay)
+
+
+def _relay(args: argparse.Namespace) -> int:
+    from laminar.errors import LaminarError
+    from laminar.rundir import staged_file
+    from laminar.runtime.relay.bench import RelayBench
+
+    if args.repeats < 1:
+        raise LaminarError("--repeats must be at least 1")
+    bench = RelayBench(
+        args.relays,
+        args.mbytes << 20,
+        args.transport,
+        ucx_tls=args.ucx_tls,
+        repeats=args.repeats,
+    )
+    text = json.dumps(bench.run(), indent=2)
+    print(text)
+    if args.out:
+        with staged_file(args.out) as tmp:
+            tmp.write_text(text + "\n")
+    return 0

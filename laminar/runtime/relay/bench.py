@@ -1,0 +1,214 @@
+"""``laminar bench relay``: the chain broadcast measured against its model (App. D) and against
+the trainer sending to every relay itself (the global-synchronization pattern).
+
+Relays run as separate processes on this machine (:class:`~.proc.RelayProcesses`), one per
+simulated machine: every transfer crosses a process boundary over the chosen transport, as it
+would cross machines, without the cost of one Ray node per relay. All of them share this
+machine's cores, memory bus and loopback device, which a real cluster does not: see
+benchmarks/RESULTS.md for what that hides.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from laminar.errors import LaminarError
+from laminar.policy.relay import broadcast_time
+from laminar.runtime.relay.control import ControlClient
+from laminar.runtime.relay.loop import shared_loop
+from laminar.runtime.relay.manager import RelayManager
+from laminar.runtime.relay.probe import measure_link
+from laminar.runtime.relay.proc import RelayProcesses
+from laminar.runtime.relay.publisher import RelayPublisher
+from laminar.runtime.relay.stream import ChainSender, Layout, LocalSource
+from laminar.runtime.relay.transport import make_transport
+
+MIB = 1 << 20
+PROBE_CHUNK_BYTES = MIB  # β is measured with 1 MiB chunks and the relay's window in flight
+
+
+class RelayBench:
+    """One configuration: ``p`` relay processes, ``nbytes`` of weights, one transport."""
+
+    def __init__(
+        self,
+        p: int,
+        nbytes: int,
+        transport: str,
+        *,
+        ucx_tls: str = "tcp,self",
+        repeats: int = 3,
+        min_chunk_bytes: int = 1 << 16,
+    ):
+        if p < 2:
+            raise LaminarError("--relays must be at least 2 (a master and one relay)")
+        if nbytes < MIB:
+            raise LaminarError("--mbytes must be at least 1")
+        self.p, self.nbytes, self.transport, self.ucx_tls = p, nbytes, transport, ucx_tls
+        self.repeats, self.min_chunk_bytes = repeats, min_chunk_bytes
+        parent = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
+        self.base = parent / f"laminar-bench-relay-{uuid.uuid4().hex[:8]}"
+        need = (2 * p + 3) * nbytes  # per relay: one version + one spare; inboxes; slack
+        free = shutil.disk_usage(parent).free
+        if free < need:
+            raise LaminarError(
+                f"{parent} has {free / 2**30:.1f} GiB free; "
+                f"{p} relays x {nbytes / MIB:.0f} MiB need ~{need / 2**30:.1f} GiB"
+            )
+
+    def run(self) -> dict:
+        """Measure; return the JSON-ready figures."""
+        loop = shared_loop()
+        blob = np.random.default_rng(0).integers(0, 256, self.nbytes, dtype=np.uint8).tobytes()
+        with RelayProcesses(
+            self.p, self.base, transport=self.transport, ucx_tls=self.ucx_tls, keep=1
+        ) as relays:
+            first = relays.infos[1]
+            link = loop.run(
+                measure_link(
+                    make_transport(self.transport, ucx_tls=self.ucx_tls),
+                    first.host,
+                    first.port,
+                    nbytes=min(self.nbytes, 64 * MIB),
+                    chunk_bytes=PROBE_CHUNK_BYTES,
+                ),
+                300,
+            )
+            alpha, beta = link["alpha_s"], link["beta_s_per_byte"]
+            manager = RelayManager(relays.infos, trainer_machine="relay-0", heartbeat_s=0.5)
+            pub = RelayPublisher(
+                manager.start(),
+                config_json="{}",
+                machine="relay-0",
+                transport=self.transport,
+                ucx_tls=self.ucx_tls,
+                alpha_s=alpha,
+                link_bytes_per_s=1.0 / beta,
+                min_chunk_bytes=self.min_chunk_bytes,
+            )
+            try:
+                chain = self._chain(pub, relays, blob)
+                naive = self._naive(pub, relays, blob, first_version=self.repeats + 1)
+            finally:
+                pub.close()
+        return self._report(alpha, beta, link, chain, naive)
+
+    def _chain(self, pub: RelayPublisher, relays: RelayProcesses, blob: bytes) -> dict:
+        runs = []
+        for version in range(self.repeats + 1):  # version 0 warms up links and files
+            self._settle(pub, relays)
+            pub.publish(version, blob)
+            stall_s = pub.stalls_s[-1]
+            result = pub.wait(version, timeout_s=600)
+            if len(result["committed"]) != self.p:
+                raise RuntimeError(f"broadcast reached {sorted(result['committed'])} only")
+            handoff = result["t0"] + stall_s
+            last = max(result["committed"].values())
+            runs.append(
+                {
+                    "stall_s": stall_s,
+                    "broadcast_s": last - handoff,
+                    "end_to_end_s": last - result["t0"],
+                    "k": result["k"],
+                }
+            )
+        return {"runs": runs[1:], "warmup": runs[0]}
+
+    def _naive(
+        self, pub: RelayPublisher, relays: RelayProcesses, blob: bytes, first_version: int
+    ) -> list[float]:
+        """The trainer sends the whole version to each relay in turn, same chunks and window."""
+        loop = shared_loop()
+        sender = ChainSender("trainer", make_transport(self.transport, ucx_tls=self.ucx_tls))
+        layout = Layout(self.nbytes, pub.chunk_bytes(self.nbytes))
+        times = []
+        try:
+            for r in range(self.repeats):
+                self._settle(pub, relays)
+                header = {
+                    "version": first_version + r,
+                    "nbytes": self.nbytes,
+                    "chunk_bytes": layout.chunk_bytes,
+                    "files": {},
+                    "t0": time.monotonic(),
+                }
+                t0 = time.perf_counter()
+                loop.run(_send_each(sender, blob, layout, header, relays), 600)
+                times.append(time.perf_counter() - t0)
+        finally:
+            loop.run(sender.close(), 30)
+        return times
+
+    def _settle(self, pub: RelayPublisher, relays: RelayProcesses) -> None:
+        """Between runs: every relay's next file allocated, the trainer's inbox mapped."""
+        for info in relays.infos:
+            ControlClient(info.host, info.ctrl_port, timeout_s=120).request(
+                {"op": "prepare", "nbytes": self.nbytes}
+            )
+        pub.ready(timeout_s=60)
+
+    def _report(self, alpha: float, beta: float, link: dict, chain: dict, naive: list) -> dict:
+        runs = chain["runs"]
+        k = runs[0]["k"]
+        measured = statistics.median(r["broadcast_s"] for r in runs)
+        model = broadcast_time(self.p, k, self.nbytes, alpha, beta)
+        stall = statistics.median(r["stall_s"] for r in runs)
+        copy = memory_copy_s(self.nbytes)
+        naive_s = statistics.median(naive)
+        return {
+            "p": self.p,
+            "nbytes": self.nbytes,
+            "transport": self.transport,
+            "relays_as": "processes",
+            "cpu_cores": os.cpu_count(),
+            "load_avg_1m": round(os.getloadavg()[0], 2),
+            "alpha_s": alpha,
+            "beta_s_per_byte": beta,
+            "link_gib_per_s": 1.0 / beta / 2**30,
+            "chunks": k,
+            "measured_s": measured,
+            "measured_runs_s": [r["broadcast_s"] for r in runs],
+            "model_s": model,
+            "measured_over_model": measured / model,
+            "actor_stall_s": stall,
+            "stall_runs_s": [r["stall_s"] for r in runs],
+            "copy_s": copy,
+            "stall_over_copy": stall / copy,
+            "end_to_end_s": statistics.median(r["end_to_end_s"] for r in runs),
+            "naive_s": naive_s,
+            "naive_runs_s": naive,
+            "measured_over_naive": measured / naive_s,
+            "warmup_broadcast_s": chain["warmup"]["broadcast_s"],
+        }
+
+
+async def _send_each(
+    sender: ChainSender, blob: bytes, layout: Layout, header: dict, relays: RelayProcesses
+) -> None:
+    source = LocalSource(memoryview(blob), layout)  # one checksum pass, reused for every relay
+    for info in relays.infos:
+        result = await sender.forward(source, header, [info.peer])
+        if info.id not in result["committed"]:
+            raise RuntimeError(f"naive send to {info.id} failed: {result}")
+
+
+def memory_copy_s(nbytes: int, repeats: int = 5) -> float:
+    """One memory copy of ``nbytes`` into memory already mapped (the physical floor of the
+    trainer's hand-off), best of ``repeats``."""
+    src = np.ones(nbytes, np.uint8)
+    dst = np.zeros(nbytes, np.uint8)
+    dst[:] = 1  # fault the pages in first
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - t0)
+    return best
