@@ -17,7 +17,11 @@ from tests.relay.conftest import CONFIG_JSON, blob_for
 
 
 def tier(relays: RelayProcesses, transport: str, **kw) -> RelayPublisher:
-    manager = RelayManager(relays.infos, trainer_machine="relay-0", heartbeat_s=0.2).start()
+    # a killed relay refuses its port at once; silence must last 2 s (this machine is shared
+    # and heavily loaded at times) before a live relay is declared dead
+    manager = RelayManager(
+        relays.infos, trainer_machine="relay-0", heartbeat_s=0.2, misses=10
+    ).start()
     return RelayPublisher(
         manager, config_json=CONFIG_JSON, machine="relay-0", transport=transport, **kw
     )

@@ -7,12 +7,19 @@ import time
 
 import pytest
 
+from laminar.runtime.relay.control import ControlClient
 from laminar.runtime.relay.proc import RelayProcesses
 from tests.relay.conftest import blob_for
 from tests.relay.test_broadcast import assert_holds, tier
 
 # 40 chunks, each forward delayed 20 ms: a broadcast lasts ~1 s, long enough to kill inside it.
 CHUNKS, DELAY_S, NBYTES = 40, 0.02, 2 << 20
+
+
+def _chunks_in_hand(relays: RelayProcesses, relay_id: str, version: int) -> int:
+    info = next(i for i in relays.infos if i.id == relay_id)
+    reply = ControlClient(info.host, info.ctrl_port).request({"op": "ping"})
+    return reply["receiving"].get(str(version), 0)
 
 
 def _wait_for(cond, timeout_s: float) -> float:
@@ -34,7 +41,8 @@ def test_relay_killed_mid_broadcast_is_dropped_and_the_rest_complete(shm_base, t
             pub.wait(0, timeout_s=60)
             blob = blob_for(1, NBYTES)
             pub.publish(1, blob)
-            time.sleep(0.3)
+            # kill relay-2 once the broadcast has reached past it (relay-3 holds chunks)
+            _wait_for(lambda: _chunks_in_hand(relays, "relay-3", 1) >= 2, 30.0)
             t_kill = time.monotonic()
             relays.kill("relay-2")
             result = pub.wait(1, timeout_s=60)
@@ -68,7 +76,7 @@ def test_master_killed_mid_broadcast_is_replaced_and_the_trainer_told(shm_base):
             pub.wait(0, timeout_s=60)
             blob = blob_for(1, NBYTES)
             pub.publish(1, blob)
-            time.sleep(0.3)
+            _wait_for(lambda: _chunks_in_hand(relays, "relay-1", 1) >= 2, 30.0)
             t_kill = time.monotonic()
             relays.kill("relay-0")
             t_told = _wait_for(lambda: pub.master_changes, 2.0)

@@ -51,7 +51,14 @@ def cluster(shm_base):
 @pytest.mark.slow
 def test_relay_workers_on_ray_nodes_carry_weights_and_survive_a_node(cluster, shm_base):
     c, nodes = cluster
-    cfg = load_config(overrides=["relay.enabled=true", "relay.transport=tcp", "relay.chunks=4"])
+    cfg = load_config(
+        overrides=[
+            "relay.enabled=true",
+            "relay.transport=tcp",
+            "relay.chunks=4",
+            "relay.dead_after_beats=10",
+        ]
+    )
     path, close = weight_path_for(cfg, shm_base, CONFIG_JSON)
     try:
         assert isinstance(path, RelayWeightPath) and len(path.relays) == 3

@@ -50,12 +50,27 @@ class ControlClient:
 
     def request(self, obj: dict, *, timeout_s: float | None = None) -> dict:
         """Send one request and return the reply; raise :class:`ControlError` on any failure."""
+        self.send(obj, timeout_s=timeout_s)
+        return self.receive(timeout_s=timeout_s)
+
+    def send(self, obj: dict, *, timeout_s: float | None = None) -> None:
+        """Send a request without waiting for its reply (read it later with :meth:`receive`)."""
         try:
             if self._sock is None:
                 self._sock = socket.create_connection((self.host, self.port), self.timeout_s)
                 self._file = self._sock.makefile("rb")
             self._sock.settimeout(timeout_s if timeout_s is not None else self.timeout_s)
             self._sock.sendall(json.dumps(obj).encode() + b"\n")
+        except OSError as e:
+            self.close()
+            raise ControlError(f"{self.host}:{self.port}: {type(e).__name__}: {e}") from e
+
+    def receive(self, *, timeout_s: float | None = None) -> dict:
+        """The reply to the oldest request sent and not yet answered."""
+        if self._sock is None:
+            raise ControlError(f"{self.host}:{self.port}: no request in flight")
+        try:
+            self._sock.settimeout(timeout_s if timeout_s is not None else self.timeout_s)
             line = self._file.readline()
             if not line:
                 raise ConnectionError("relay closed the control connection")

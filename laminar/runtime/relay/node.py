@@ -298,7 +298,14 @@ class RelayNode:
         loop = asyncio.get_running_loop()
         if op == "ping":
             latest = self.store.latest()
-            return {"id": self.id, "latest": None if latest is None else latest[0]}
+            receiving = {
+                str(v): p.done for v, p in self._partials.items() if p.committed_at is None
+            }
+            return {
+                "id": self.id,
+                "latest": None if latest is None else latest[0],
+                "receiving": receiving,  # version -> chunks in hand
+            }
         if op == "info":
             return self.info.to_json()
         if op == "latest":

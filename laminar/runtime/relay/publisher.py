@@ -155,23 +155,49 @@ class RelayPublisher:
         path, mapped = self._take_slot(master, len(blob))
         np.copyto(np.frombuffer(mapped.mm, np.uint8, len(blob)), np.frombuffer(blob, np.uint8))
         chain = [r.peer.to_json() for r in self.manager.chain_infos()]
-        self._request(
-            master,
-            {
-                "op": "broadcast",
-                "version": version,
-                "path": path,
-                "nbytes": len(blob),
-                "chunk_bytes": chunk_bytes,
-                "chain": chain,
-                "files": {CONFIG_NAME: self.config_json},
-                "t0": t0,
-            },
-        )
+        lock, client = self._client(master)
+        lock.acquire()  # released by the thread that reads the acknowledgement
+        try:
+            client.send(
+                {
+                    "op": "broadcast",
+                    "version": version,
+                    "path": path,
+                    "nbytes": len(blob),
+                    "chunk_bytes": chunk_bytes,
+                    "chain": chain,
+                    "files": {CONFIG_NAME: self.config_json},
+                    "t0": t0,
+                }
+            )
+        except BaseException:
+            lock.release()
+            raise
         self._handed[version] = master.id
         threading.Thread(
-            target=self._refill, args=(master, len(blob), mapped), name="relay-inbox", daemon=True
+            target=self._after_hand_over,
+            args=(master, len(blob), mapped, lock, client),
+            name="relay-inbox",
+            daemon=True,
         ).start()
+
+    def _after_hand_over(self, master, nbytes, used: Mapped, lock, client) -> None:
+        """Off the trainer's path (its stall ends with the copy and one socket write): read the
+        master's acknowledgement, then borrow and map the next inbox."""
+        lost = False
+        try:
+            client.receive(timeout_s=60.0)
+        except ControlError as e:
+            lost = not isinstance(e.__cause__, TimeoutError)  # slow: for the heartbeats to judge
+        except RuntimeError:
+            pass  # the master refused the version; `wait` reports why
+        finally:
+            lock.release()
+        if lost:
+            used.close()
+            self.manager.report_dead({master.id}, "lost while taking a version")
+            return
+        self._refill(master, nbytes, used)
 
     def _take_slot(self, master: RelayInfo, nbytes: int) -> tuple[str, Mapped]:
         slot, self._slot = self._slot, None
@@ -235,10 +261,13 @@ class RelayPublisher:
                 version, blob, chunk_bytes = self._last
                 self._stream(master, version, blob, chunk_bytes, time.monotonic())
 
-    def _request(self, relay: RelayInfo, obj: dict, timeout_s: float | None = None) -> dict:
-        lock, client = self._clients.setdefault(
+    def _client(self, relay: RelayInfo) -> tuple[threading.Lock, ControlClient]:
+        return self._clients.setdefault(
             relay.id, (threading.Lock(), ControlClient(relay.host, relay.ctrl_port))
         )
+
+    def _request(self, relay: RelayInfo, obj: dict, timeout_s: float | None = None) -> dict:
+        lock, client = self._client(relay)
         with lock:
             return client.request(obj, timeout_s=timeout_s)
 

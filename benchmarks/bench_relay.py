@@ -1,0 +1,75 @@
+"""The relay tier's chain broadcast against App. D's model and against naive sends.
+
+    python benchmarks/bench_relay.py [--relays 2 4 8] [--mbytes 64 256] [--transports ucx tcp]
+                                     [--repeats 3] [--rounds 1] [--out results.jsonl]
+
+For each (transport, P, M): P relay processes, α and β measured on one link, the broadcast run
+``repeats`` times with k = optimal_chunks(P, M, α, β), and the trainer sending M to each relay
+in turn (naive). ``rounds`` > 1 runs the whole matrix again, interleaved, so a burst of load
+from other users hits every configuration alike. Prints one JSON object per configuration and
+round, then a Markdown table of medians over rounds for benchmarks/RESULTS.md.
+
+Goals (issue 7): measured within 1.5x of broadcast_time(p, k*); actor stall <= 2x one memory
+copy of M, independent of P; the chain beats naive from P >= 4.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections import defaultdict
+
+from laminar.runtime.relay.bench import RelayBench
+
+COLUMNS = (
+    "| transport | P | M (MiB) | k | α (µs) | link (GiB/s) | measured (s) | model (s) "
+    "| meas/model | stall (ms) | copy (ms) | stall/copy | naive (s) | meas/naive | load |"
+)
+
+
+def row(rs: list[dict]) -> str:
+    def med(key: str) -> float:
+        return statistics.median(r[key] for r in rs)
+
+    r = rs[0]
+    return (
+        f"| {r['transport']} | {r['p']} | {r['nbytes'] >> 20} | {r['chunks']} "
+        f"| {med('alpha_s') * 1e6:.0f} | {med('link_gib_per_s'):.2f} | {med('measured_s'):.3f} "
+        f"| {med('model_s'):.3f} | {med('measured_over_model'):.2f} "
+        f"| {med('actor_stall_s') * 1e3:.1f} | {med('copy_s') * 1e3:.1f} "
+        f"| {med('stall_over_copy'):.2f} | {med('naive_s'):.3f} "
+        f"| {med('measured_over_naive'):.2f} | {med('load_avg_1m'):.1f} |"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--relays", type=int, nargs="+", default=[2, 4, 8])
+    ap.add_argument("--mbytes", type=int, nargs="+", default=[64, 256])
+    ap.add_argument("--transports", nargs="+", choices=("ucx", "tcp"), default=["ucx", "tcp"])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--out", help="append each configuration's JSON to this file")
+    args = ap.parse_args()
+    results: dict[tuple, list[dict]] = defaultdict(list)
+    for _ in range(args.rounds):
+        for transport in args.transports:
+            for mbytes in args.mbytes:
+                for p in args.relays:
+                    r = RelayBench(p, mbytes << 20, transport, repeats=args.repeats).run()
+                    results[(transport, mbytes, p)].append(r)
+                    line = json.dumps(r)
+                    print(line, flush=True)
+                    if args.out:
+                        with open(args.out, "a") as f:
+                            f.write(line + "\n")
+    print()
+    print(COLUMNS)
+    print("|---" * (COLUMNS.count("|") - 1) + "|")
+    for key in sorted(results):
+        print(row(results[key]))
+
+
+if __name__ == "__main__":
+    main()
