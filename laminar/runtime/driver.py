@@ -22,8 +22,8 @@ from laminar.runtime import cluster
 from laminar.runtime.engine import EngineSpec
 from laminar.runtime.manager import RolloutManager
 from laminar.runtime.pools import ExperienceBuffer, PartialResponsePool, PromptPool
+from laminar.runtime.relay.tier import weight_path_for
 from laminar.runtime.trainer import Trainer
-from laminar.runtime.weights import ShmWeightStore
 
 StepCallback = Callable[[dict], None]
 
@@ -39,6 +39,8 @@ class Actors:
     rollouts: dict[str, Any]
     manager: Any
     info: dict = field(default_factory=dict)
+    close_weights: Callable[[], None] = lambda: None
+    """Tears the weight path down (stops the relay workers when ``relay.enabled``)."""
 
 
 def launch(cfg: LaminarConfig, dirs: cluster.RunDirs, t0_s: float) -> Actors:
@@ -52,7 +54,8 @@ def launch(cfg: LaminarConfig, dirs: cluster.RunDirs, t0_s: float) -> Actors:
         cfg.model_dump(mode="json"), str(dirs.shm), buffer
     )
     info = ray.get(trainer.setup.remote())
-    store = ShmWeightStore(dirs.shm / "weights", info["config_json"])
+    # relay.enabled: one relay worker per Ray node (§4); else the single-machine /dev/shm store
+    store, close_weights = weight_path_for(cfg, dirs.shm, info["config_json"])
     prompts = cluster.actor(PromptPool).remote(
         rt.task,
         seed=cfg.seed,
@@ -87,7 +90,8 @@ def launch(cfg: LaminarConfig, dirs: cluster.RunDirs, t0_s: float) -> Actors:
     started = [r.start.remote() for r in rollouts.values()]
     info.update(ray.get(trainer.warmup.remote(store)))  # overlaps the engines' start-up
     info["engine_start_s"] = ray.get(started)
-    _check_one_machine(trainer, rollouts)
+    if not cfg.relay.enabled:
+        _check_one_machine(trainer, rollouts)
     manager = cluster.actor(RolloutManager).remote(
         rollouts,
         partial,
@@ -95,7 +99,7 @@ def launch(cfg: LaminarConfig, dirs: cluster.RunDirs, t0_s: float) -> Actors:
         repack_enabled=cfg.repack.enabled and rt.mode == "laminar",
         t0_s=t0_s,
     )
-    return Actors(trainer, prompts, partial, buffer, rollouts, manager, info)
+    return Actors(trainer, prompts, partial, buffer, rollouts, manager, info, close_weights)
 
 
 def _engine_spec(cfg: LaminarConfig, info: dict, index: int) -> EngineSpec:
@@ -203,5 +207,6 @@ def train(cfg: LaminarConfig, *, on_step: StepCallback, verbose: bool = False) -
             steps = run_sync(actors, wl.steps, wl.prompts_per_step, on_step)
         wall_s = time.perf_counter() - loop_t
         result = collect(actors)
+        actors.close_weights()
     result.update(steps=steps, wall_s=wall_s, setup_s=setup_s, info=actors.info, run_id=dirs.run_id)
     return result
