@@ -238,22 +238,10 @@ def staleness_figure(
 # Throughput over time (the fault timeline, Fig. 15) --------------------------------------------
 
 
-def throughput_over_time(
-    trajectories: pd.DataFrame, steps: pd.DataFrame, system: str, bin_s: float
-) -> pd.DataFrame:
-    """Generation and training throughput of ``system`` in bins of ``bin_s`` seconds.
-
-    Generation: each trajectory's tokens spread evenly over its generation interval (queueing
-    and preemption inside it are not resolved). Training: each step's tokens in the bin where
-    the step ends."""
-    t = trajectories[trajectories["system"] == system]
-    s = steps[steps["system"] == system]
-    end_s = float(np.nanmax([t["gen_end_s"].max(), s["end_s"].max()]))
-    edges = np.arange(0.0, end_s + bin_s, bin_s)
-    start = t["gen_start_s"].to_numpy(dtype=float)
-    stop = t["gen_end_s"].fillna(end_s).to_numpy(dtype=float)
-    rate = t["generated_tokens"].to_numpy(dtype=float) / np.maximum(stop - start, 1e-9)
-    # Integral of the summed piecewise-constant rate at each edge, via sorted rate changes.
+def _spread(start: np.ndarray, stop: np.ndarray, amount: np.ndarray, edges: np.ndarray):
+    """Per bin of ``edges``: the sum of ``amount``s, each spread evenly over its
+    [start, stop) interval (O(n log n): the integral of the summed piecewise-constant rate)."""
+    rate = amount / np.maximum(stop - start, 1e-9)
     times = np.concatenate([start, stop])
     deltas = np.concatenate([rate, -rate])
     order = np.argsort(times, kind="stable")
@@ -261,10 +249,34 @@ def throughput_over_time(
     area = np.concatenate([[0.0], np.cumsum(level[:-1] * np.diff(times))])
     idx = np.clip(np.searchsorted(times, edges, side="right") - 1, 0, len(times) - 1)
     at_edges = area[idx] + level[idx] * np.maximum(edges - times[idx], 0.0) * (edges > times[0])
-    gen = np.diff(at_edges) / bin_s
-    trained, _ = np.histogram(s["end_s"], bins=edges, weights=s["tokens"])
+    return np.diff(at_edges)
+
+
+def throughput_over_time(
+    trajectories: pd.DataFrame, steps: pd.DataFrame, system: str, bin_s: float
+) -> pd.DataFrame:
+    """Generation and training throughput of ``system`` in bins of ``bin_s`` seconds.
+
+    Generation: each trajectory's tokens spread evenly over its generation interval (queueing
+    and preemption inside it are not resolved). Training: each step's tokens spread evenly
+    over the ``train_s`` seconds before it handed its weights over (the attempt that
+    succeeded, when a trainer fault made it start over; a stream step's earlier mini-batches
+    are drawn at its end)."""
+    t = trajectories[trajectories["system"] == system]
+    s = steps[steps["system"] == system].sort_values("end_s")
+    end_s = float(np.nanmax([t["gen_end_s"].max(), s["end_s"].max()]))
+    edges = np.arange(0.0, end_s + bin_s, bin_s)
+    gen = _spread(
+        t["gen_start_s"].to_numpy(dtype=float),
+        t["gen_end_s"].fillna(end_s).to_numpy(dtype=float),
+        t["generated_tokens"].to_numpy(dtype=float),
+        edges,
+    )
+    ends = (s["end_s"] - s["actor_stall_s"]).to_numpy(dtype=float)
+    starts = ends - s["train_s"].to_numpy(dtype=float)
+    trained = _spread(starts, ends, s["tokens"].to_numpy(dtype=float), edges) if len(s) else 0.0
     return pd.DataFrame(
-        {"t_s": edges[:-1], "gen_tokens_per_s": gen, "train_tokens_per_s": trained / bin_s}
+        {"t_s": edges[:-1], "gen_tokens_per_s": gen / bin_s, "train_tokens_per_s": trained / bin_s}
     )
 
 

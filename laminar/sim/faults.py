@@ -146,6 +146,7 @@ class FaultInjector:
                 restarted += 1
                 t.generated = 0
                 t.version = dst.version
+                t.gen_start_s = self.env.now  # its tokens are generated anew from here
             load[dst.rid] += t.prompt_len + t.generated
             dst.attach([t])
         for r in alive:
@@ -179,6 +180,7 @@ class FaultInjector:
             for t in trajs:
                 lost_tokens += t.generated
                 t.generated = 0
+                t.gen_start_s = until  # generated anew once the job is back
                 if t.versions:  # a partial-rollout trajectory starts over on one version
                     t.versions = ()
                     t.version = r.version

@@ -74,11 +74,11 @@ def summary_row(c: Cluster) -> dict:
     start = c.window
     window_s = end["t_s"] - start["t_s"] if start is not None else 0.0
     row["window_s"] = window_s
-    if window_s <= 0:
+    win = steps[steps["step"] >= c.cfg.sim.warmup_steps] if len(steps) else steps
+    if window_s <= 0 or len(win) == 0:  # no step after the warm-up (a run cut by max time)
         nan = math.nan
         row.update(dict.fromkeys(set(SUMMARY_COLUMNS) - set(row), nan))
         return row
-    win = steps[steps["step"] >= c.cfg.sim.warmup_steps]
     n = win["trajectories"].sum()
     waits = [w for t, _, w in c.weight_waits if t >= start["t_s"]]
     row.update(

@@ -11,7 +11,8 @@ chain, rollout manager, pools. A :class:`System` decides only what differs betwe
   ``interrupt_on_update`` names it), and any ``staleness_bound``.
 
 The base class is Laminar itself (trajectory-level asynchrony, relay pulls, repack); a baseline
-is a small subclass that overrides the hooks it changes. Register it in :data:`SYSTEMS`.
+is a small subclass that overrides the hooks it changes (``laminar.sim.baselines`` holds
+verl, one-step, stream and partial rollout; :func:`all_systems` lists every one).
 """
 
 from __future__ import annotations

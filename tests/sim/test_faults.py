@@ -126,3 +126,11 @@ def test_faults_on_a_missing_machine_are_a_config_error():
 
     with pytest.raises(ConfigError, match=r"faults\.events"):
         _run("{type: rollout_machine, at_s: 1, machine: 9}")
+
+
+def test_a_run_cut_before_its_window_reports_no_rates():
+    # A fault can leave a run without a step after the warm-up when it is cut by max time.
+    r = simulate(small_config("sim.warmup_steps=1", "sim.max_sim_time_s=12",
+                              "sim.systems=[verl]"))  # fmt: skip
+    row = r.summary.iloc[0]
+    assert row["steps"] == 1 and row["train_tokens_per_s"] != row["train_tokens_per_s"]  # NaN
