@@ -7,6 +7,7 @@ import argparse
 import time
 from pathlib import Path
 
+from laminar.cli.common import add_config_args, config_from_args
 from laminar.cli.simulate_cmd import run_and_write, systems_override
 
 
@@ -21,17 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "ungrouped serving trace forms groups from consecutive rows.",
     )
     p.add_argument("trace", help="trace file (.csv, .parquet, .jsonl)")
-    p.add_argument("--config", help="config file (.yaml, .yml or .toml) for everything else")
-    p.add_argument("--preset", help="start from a shipped preset (see `laminar config presets`)")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override one field, e.g. --set cluster.gpus=64 (repeatable)",
-    )
-    p.add_argument("--seed", type=int, help="shorthand for --set seed=N")
+    add_config_args(p, positional=False)
     p.add_argument(
         "--systems",
         metavar="NAMES",
@@ -46,16 +37,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from laminar.config import load_config
-
-    overrides = list(args.overrides)
-    if args.seed is not None:
-        overrides.append(f"seed={args.seed}")
-    if args.systems:
-        overrides.append(systems_override(args.systems))
+    extra = [systems_override(args.systems)] if args.systems else []
     # The trace replaces whatever workload source the config names; batch shape stays.
-    overrides.append(f"workload.source={{type: trace, path: {_quoted(args.trace)}}}")
-    cfg = load_config(args.config, preset=args.preset, overrides=overrides)
+    extra.append(f"workload.source={{type: trace, path: {_quoted(args.trace)}}}")
+    cfg = config_from_args(args, extra)
     out = Path(args.out or f"runs/replay-{time.strftime('%Y%m%d-%H%M%S')}")
     return run_and_write(cfg, out)
 

@@ -34,9 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    if args.systems:
-        args.overrides = [*args.overrides, systems_override(args.systems)]
-    cfg = config_from_args(args)
+    cfg = config_from_args(args, [systems_override(args.systems)] if args.systems else [])
     return run_and_write(cfg, Path(args.out or f"runs/simulate-{time.strftime('%Y%m%d-%H%M%S')}"))
 
 
