@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import time
 from collections import defaultdict
 
 from laminar.runtime.relay.bench import RelayBench
@@ -43,6 +45,13 @@ def row(rs: list[dict]) -> str:
     )
 
 
+def wait_for_quiet(max_load: float, timeout_s: float = 600.0) -> None:
+    """Other users share this machine: start a configuration when their load has dropped."""
+    deadline = time.monotonic() + timeout_s
+    while max_load > 0 and os.getloadavg()[0] > max_load and time.monotonic() < deadline:
+        time.sleep(5)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--relays", type=int, nargs="+", default=[2, 4, 8])
@@ -50,6 +59,14 @@ def main() -> None:
     ap.add_argument("--transports", nargs="+", choices=("ucx", "tcp"), default=["ucx", "tcp"])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--kill", action="store_true", help="also time a relay failure (P >= 3)")
+    ap.add_argument(
+        "--max-load",
+        type=float,
+        default=0.0,
+        help="wait (up to 10 min) for the 1-min load average to drop below this "
+        "before each configuration; 0: do not wait",
+    )
     ap.add_argument("--out", help="append each configuration's JSON to this file")
     args = ap.parse_args()
     results: dict[tuple, list[dict]] = defaultdict(list)
@@ -57,7 +74,11 @@ def main() -> None:
         for transport in args.transports:
             for mbytes in args.mbytes:
                 for p in args.relays:
-                    r = RelayBench(p, mbytes << 20, transport, repeats=args.repeats).run()
+                    wait_for_quiet(args.max_load)
+                    kill = args.kill and p >= 3
+                    r = RelayBench(
+                        p, mbytes << 20, transport, repeats=args.repeats, kill=kill
+                    ).run()
                     results[(transport, mbytes, p)].append(r)
                     line = json.dumps(r)
                     print(line, flush=True)

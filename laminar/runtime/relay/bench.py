@@ -47,6 +47,7 @@ class RelayBench:
         ucx_tls: str = "tcp,self",
         repeats: int = 3,
         min_chunk_bytes: int = 1 << 16,
+        kill: bool = False,
     ):
         if p < 2:
             raise LaminarError("--relays must be at least 2 (a master and one relay)")
@@ -54,6 +55,9 @@ class RelayBench:
             raise LaminarError("--mbytes must be at least 1")
         self.p, self.nbytes, self.transport, self.ucx_tls = p, nbytes, transport, ucx_tls
         self.repeats, self.min_chunk_bytes = repeats, min_chunk_bytes
+        if kill and p < 3:
+            raise LaminarError("--kill needs at least 3 relays (it kills one in the middle)")
+        self.kill = kill
         parent = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
         self.base = parent / f"laminar-bench-relay-{uuid.uuid4().hex[:8]}"
         need = (2 * p + 3) * nbytes  # per relay: one version + one spare; inboxes; slack
@@ -97,9 +101,11 @@ class RelayBench:
             try:
                 chain = self._chain(pub, relays, blob)
                 naive = self._naive(pub, relays, blob, first_version=self.repeats + 1)
+                failure = self._failure(pub, relays, blob) if self.kill else None
             finally:
                 pub.close()
-        return self._report(alpha, beta, link, chain, naive)
+        report = self._report(alpha, beta, link, chain, naive)
+        return report if failure is None else {**report, "failure": failure}
 
     def _chain(self, pub: RelayPublisher, relays: RelayProcesses, blob: bytes) -> dict:
         runs = []
@@ -146,6 +152,40 @@ class RelayBench:
         finally:
             loop.run(sender.close(), 30)
         return times
+
+    def _failure(self, pub: RelayPublisher, relays: RelayProcesses, blob: bytes) -> dict:
+        """§4.3 under load: kill the middle relay once the broadcast has passed it (its
+        downstream holds chunks); how long until the chain is rebuilt and the broadcast resumed?"""
+        victim, after = relays.infos[self.p // 2], relays.infos[self.p // 2 + 1]
+        version = 2 * self.repeats + 2
+        self._settle(pub, relays)
+        pub.publish(version, blob)
+        probe = ControlClient(after.host, after.ctrl_port, timeout_s=10)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            reply = probe.request({"op": "ping"})
+            if reply["receiving"].get(str(version), 0) > 0 or reply["latest"] == version:
+                break
+            time.sleep(0.002)
+        probe.close()
+        t_kill = time.monotonic()
+        relays.kill(victim.id)
+        result = pub.wait(version, timeout_s=600)
+        out = {
+            "killed": victim.id,
+            "survivors_committed": len(result["committed"]),
+            "survivors": self.p - 1,
+        }
+        if not result["rebuilds"]:
+            return {**out, "note": "the broadcast passed the victim before the kill"}
+        repair = result["rebuilds"][0]
+        return {
+            **out,
+            "kill_to_resumed_s": repair["t_resumed"] - t_kill,
+            "detect_to_resumed_s": repair["rebuild_s"],
+            "resumed_at_chunk": repair["resumed_at_chunk"],
+            "chunks": result["k"],
+        }
 
     def _settle(self, pub: RelayPublisher, relays: RelayProcesses) -> None:
         """Between runs: every relay's next file allocated, the trainer's inbox mapped."""
