@@ -58,6 +58,7 @@ class RelayBench:
         if kill and p < 3:
             raise LaminarError("--kill needs at least 3 relays (it kills one in the middle)")
         self.kill = kill
+        self.naive_cpu_s: list[float] = []
         parent = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
         self.base = parent / f"laminar-bench-relay-{uuid.uuid4().hex[:8]}"
         need = (2 * p + 3) * nbytes  # per relay: one version + one spare; inboxes; slack
@@ -111,9 +112,11 @@ class RelayBench:
         runs = []
         for version in range(self.repeats + 1):  # version 0 warms up links and files
             self._settle(pub, relays)
+            cpu0 = cpu_s(relays)
             pub.publish(version, blob)
             stall_s = pub.stalls_s[-1]
             result = pub.wait(version, timeout_s=600)
+            cpu = cpu_s(relays) - cpu0
             if len(result["committed"]) != self.p:
                 raise RuntimeError(f"broadcast reached {sorted(result['committed'])} only")
             handoff = result["t0"] + stall_s
@@ -124,6 +127,7 @@ class RelayBench:
                     "broadcast_s": last - handoff,
                     "end_to_end_s": last - result["t0"],
                     "k": result["k"],
+                    "cpu_s": cpu,
                 }
             )
         return {"runs": runs[1:], "warmup": runs[0]}
@@ -146,9 +150,10 @@ class RelayBench:
                     "files": {},
                     "t0": time.monotonic(),
                 }
-                t0 = time.perf_counter()
+                t0, cpu0 = time.perf_counter(), cpu_s(relays)
                 loop.run(_send_each(sender, blob, layout, header, relays), 600)
                 times.append(time.perf_counter() - t0)
+                self.naive_cpu_s.append(cpu_s(relays) - cpu0)
         finally:
             loop.run(sender.close(), 30)
         return times
@@ -227,6 +232,11 @@ class RelayBench:
             "naive_runs_s": naive,
             "measured_over_naive": measured / naive_s,
             "warmup_broadcast_s": chain["warmup"]["broadcast_s"],
+            # CPU seconds the relays and the trainer side spent per broadcast; divided by the
+            # cores, the shortest it could take here, even with this machine to itself
+            "cpu_s": statistics.median(r["cpu_s"] for r in runs),
+            "cpu_floor_s": statistics.median(r["cpu_s"] for r in runs) / (os.cpu_count() or 1),
+            "naive_cpu_s": statistics.median(self.naive_cpu_s),
         }
 
 
@@ -238,6 +248,21 @@ async def _send_each(
         result = await sender.forward(source, header, [info.peer])
         if info.id not in result["committed"]:
             raise RuntimeError(f"naive send to {info.id} failed: {result}")
+
+
+def cpu_s(relays: RelayProcesses) -> float:
+    """CPU seconds used so far by every live relay process and by this one (the trainer side),
+    all threads included."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = sum(os.times()[:2])
+    for proc in relays.procs.values():
+        try:
+            stat = Path(f"/proc/{proc.pid}/stat").read_text()
+        except OSError:
+            continue  # killed
+        fields = stat[stat.rindex(")") + 2 :].split()
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
 
 
 def memory_copy_s(nbytes: int, repeats: int = 5) -> float:

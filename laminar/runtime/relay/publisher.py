@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from pathlib import Path
 
 import numpy as np
@@ -26,9 +26,11 @@ from laminar.runtime.relay.loop import shared_loop
 from laminar.runtime.relay.manager import RelayManager
 from laminar.runtime.relay.node import RelayInfo
 from laminar.runtime.relay.store import Mapped, map_file
-from laminar.runtime.relay.stream import ChainSender, Layout, LocalSource, layout_for
+from laminar.runtime.relay.stream import ChainSender, Layout, LocalSource, layout_for, new_result
 from laminar.runtime.relay.transport import make_transport
 from laminar.runtime.weights import CONFIG_NAME, list_versions, verify_version_dir
+
+VERSIONS_TRACKED = 32  # recent versions whose broadcast `wait` can still report
 
 
 class RelayError(RuntimeError):
@@ -109,7 +111,10 @@ class RelayPublisher:
         while True:
             fut = self._streams.get(version)
             if fut is not None:
-                return fut.result(max(0.0, deadline - time.monotonic()))
+                try:
+                    return fut.result(max(0.0, deadline - time.monotonic()))
+                except CancelledError:
+                    return {**new_result(), "skipped": True}  # a newer version replaced it
             master_id = self._handed.get(version)
             if master_id is None:
                 raise KeyError(f"version {version} was never published")
@@ -174,6 +179,8 @@ class RelayPublisher:
             lock.release()
             raise
         self._handed[version] = master.id
+        for old in sorted(self._handed)[:-VERSIONS_TRACKED]:
+            self._handed.pop(old)
         threading.Thread(
             target=self._after_hand_over,
             args=(master, len(blob), mapped, lock, client),
@@ -244,7 +251,12 @@ class RelayPublisher:
             result = await sender.forward(LocalSource(memoryview(blob), layout), header, rest)
             return {**result, "t0": t0, "t_end": time.monotonic(), "k": layout.k}
 
+        for older, fut in self._streams.items():  # newest wins, as at the master
+            if older < version:
+                fut.cancel()
         self._streams[version] = shared_loop().submit(send())
+        for old in sorted(self._streams)[:-VERSIONS_TRACKED]:
+            self._streams.pop(old)
 
     def _chain_sender(self) -> ChainSender:
         if self._sender is None:
