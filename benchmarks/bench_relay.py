@@ -26,7 +26,8 @@ from laminar.runtime.relay.bench import RelayBench
 
 COLUMNS = (
     "| transport | P | M (MiB) | k | α (µs) | link (GiB/s) | measured (s) | model (s) "
-    "| meas/model | stall (ms) | copy (ms) | stall/copy | naive (s) | meas/naive | load |"
+    "| meas/model | CPU floor (s) | stall (ms) | copy (ms) | shm copy (ms) | stall/copy "
+    "| naive (s) | meas/naive | load |"
 )
 
 
@@ -38,8 +39,9 @@ def row(rs: list[dict]) -> str:
     return (
         f"| {r['transport']} | {r['p']} | {r['nbytes'] >> 20} | {r['chunks']} "
         f"| {med('alpha_s') * 1e6:.0f} | {med('link_gib_per_s'):.2f} | {med('measured_s'):.3f} "
-        f"| {med('model_s'):.3f} | {med('measured_over_model'):.2f} "
+        f"| {med('model_s'):.3f} | {med('measured_over_model'):.2f} | {med('cpu_floor_s'):.3f} "
         f"| {med('actor_stall_s') * 1e3:.1f} | {med('copy_s') * 1e3:.1f} "
+        f"| {med('copy_shm_s') * 1e3:.1f} "
         f"| {med('stall_over_copy'):.2f} | {med('naive_s'):.3f} "
         f"| {med('measured_over_naive'):.2f} | {med('load_avg_1m'):.1f} |"
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import CancelledError, Future
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -63,6 +63,8 @@ class RelayPublisher:
         self._my_id = my_id
         self._sender: ChainSender | None = None
         self._lock = threading.RLock()
+        self._background = ThreadPoolExecutor(1, thread_name_prefix="relay-inbox")
+        self._background.submit(lambda: None)  # start its thread now, off any publish
         self._clients: dict[str, tuple[threading.Lock, ControlClient]] = {}
         self._slot: tuple[str, Mapped] | None = None  # (relay id, mapped inbox) ready to fill
         self._last: tuple[int, bytes, int] | None = None
@@ -144,6 +146,7 @@ class RelayPublisher:
     def close(self) -> None:
         """Stop the heartbeats, close links and unmap the spare inbox."""
         self.manager.stop()
+        self._background.shutdown(wait=True, cancel_futures=True)
         with self._lock:
             if self._slot is not None:
                 self._slot[1].close()
@@ -181,12 +184,8 @@ class RelayPublisher:
         self._handed[version] = master.id
         for old in sorted(self._handed)[:-VERSIONS_TRACKED]:
             self._handed.pop(old)
-        threading.Thread(
-            target=self._after_hand_over,
-            args=(master, len(blob), mapped, lock, client),
-            name="relay-inbox",
-            daemon=True,
-        ).start()
+        # a thread already running: starting one can take 0.1 s+ on a loaded machine
+        self._background.submit(self._after_hand_over, master, len(blob), mapped, lock, client)
 
     def _after_hand_over(self, master, nbytes, used: Mapped, lock, client) -> None:
         """Off the trainer's path (its stall ends with the copy and one socket write): read the
