@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import time
 from collections import defaultdict
 
 from laminar.runtime.relay.bench import RelayBench
 
 COLUMNS = (
     "| transport | P | M (MiB) | k | α (µs) | link (GiB/s) | measured (s) | model (s) "
-    "| meas/model | stall (ms) | copy (ms) | stall/copy | naive (s) | meas/naive | load |"
+    "| meas/model | CPU floor (s) | stall (ms) | copy (ms) | shm copy (ms) | stall/copy "
+    "| naive (s) | meas/naive | load |"
 )
 
 
@@ -36,11 +39,19 @@ def row(rs: list[dict]) -> str:
     return (
         f"| {r['transport']} | {r['p']} | {r['nbytes'] >> 20} | {r['chunks']} "
         f"| {med('alpha_s') * 1e6:.0f} | {med('link_gib_per_s'):.2f} | {med('measured_s'):.3f} "
-        f"| {med('model_s'):.3f} | {med('measured_over_model'):.2f} "
+        f"| {med('model_s'):.3f} | {med('measured_over_model'):.2f} | {med('cpu_floor_s'):.3f} "
         f"| {med('actor_stall_s') * 1e3:.1f} | {med('copy_s') * 1e3:.1f} "
+        f"| {med('copy_shm_s') * 1e3:.1f} "
         f"| {med('stall_over_copy'):.2f} | {med('naive_s'):.3f} "
         f"| {med('measured_over_naive'):.2f} | {med('load_avg_1m'):.1f} |"
     )
+
+
+def wait_for_quiet(max_load: float, timeout_s: float = 600.0) -> None:
+    """Other users share this machine: start a configuration when their load has dropped."""
+    deadline = time.monotonic() + timeout_s
+    while max_load > 0 and os.getloadavg()[0] > max_load and time.monotonic() < deadline:
+        time.sleep(5)
 
 
 def main() -> None:
@@ -50,6 +61,14 @@ def main() -> None:
     ap.add_argument("--transports", nargs="+", choices=("ucx", "tcp"), default=["ucx", "tcp"])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--kill", action="store_true", help="also time a relay failure (P >= 3)")
+    ap.add_argument(
+        "--max-load",
+        type=float,
+        default=0.0,
+        help="wait (up to 10 min) for the 1-min load average to drop below this "
+        "before each configuration; 0: do not wait",
+    )
     ap.add_argument("--out", help="append each configuration's JSON to this file")
     args = ap.parse_args()
     results: dict[tuple, list[dict]] = defaultdict(list)
@@ -57,7 +76,11 @@ def main() -> None:
         for transport in args.transports:
             for mbytes in args.mbytes:
                 for p in args.relays:
-                    r = RelayBench(p, mbytes << 20, transport, repeats=args.repeats).run()
+                    wait_for_quiet(args.max_load)
+                    kill = args.kill and p >= 3
+                    r = RelayBench(
+                        p, mbytes << 20, transport, repeats=args.repeats, kill=kill
+                    ).run()
                     results[(transport, mbytes, p)].append(r)
                     line = json.dumps(r)
                     print(line, flush=True)

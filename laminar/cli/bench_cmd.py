@@ -21,6 +21,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--transport", choices=("ucx", "tcp"), default="ucx")
     r.add_argument("--ucx-tls", default="tcp,self", help="UCX transports (UCX_TLS)")
     r.add_argument("--repeats", type=int, default=3, help="measured broadcasts (median)")
+    r.add_argument(
+        "--kill",
+        action="store_true",
+        help="then kill the middle relay during one more broadcast and time the repair",
+    )
     r.add_argument("--out", help="also write the JSON to this file")
     r.set_defaults(func=_relay)
 
@@ -38,6 +43,7 @@ def _relay(args: argparse.Namespace) -> int:
         args.transport,
         ucx_tls=args.ucx_tls,
         repeats=args.repeats,
+        kill=args.kill,
     )
     text = json.dumps(bench.run(), indent=2)
     print(text)

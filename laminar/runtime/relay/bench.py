@@ -28,6 +28,7 @@ from laminar.runtime.relay.manager import RelayManager
 from laminar.runtime.relay.probe import measure_link
 from laminar.runtime.relay.proc import RelayProcesses
 from laminar.runtime.relay.publisher import RelayPublisher
+from laminar.runtime.relay.store import map_file
 from laminar.runtime.relay.stream import ChainSender, Layout, LocalSource
 from laminar.runtime.relay.transport import make_transport
 
@@ -47,6 +48,7 @@ class RelayBench:
         ucx_tls: str = "tcp,self",
         repeats: int = 3,
         min_chunk_bytes: int = 1 << 16,
+        kill: bool = False,
     ):
         if p < 2:
             raise LaminarError("--relays must be at least 2 (a master and one relay)")
@@ -54,6 +56,10 @@ class RelayBench:
             raise LaminarError("--mbytes must be at least 1")
         self.p, self.nbytes, self.transport, self.ucx_tls = p, nbytes, transport, ucx_tls
         self.repeats, self.min_chunk_bytes = repeats, min_chunk_bytes
+        if kill and p < 3:
+            raise LaminarError("--kill needs at least 3 relays (it kills one in the middle)")
+        self.kill = kill
+        self.naive_cpu_s: list[float] = []
         parent = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
         self.base = parent / f"laminar-bench-relay-{uuid.uuid4().hex[:8]}"
         need = (2 * p + 3) * nbytes  # per relay: one version + one spare; inboxes; slack
@@ -94,20 +100,27 @@ class RelayBench:
                 link_bytes_per_s=1.0 / beta,
                 min_chunk_bytes=self.min_chunk_bytes,
             )
+            self.baseline = CopyBaseline(blob, self.base)
             try:
                 chain = self._chain(pub, relays, blob)
                 naive = self._naive(pub, relays, blob, first_version=self.repeats + 1)
+                failure = self._failure(pub, relays, blob) if self.kill else None
             finally:
                 pub.close()
-        return self._report(alpha, beta, link, chain, naive)
+                self.baseline.close()
+        report = self._report(alpha, beta, link, chain, naive)
+        return report if failure is None else {**report, "failure": failure}
 
     def _chain(self, pub: RelayPublisher, relays: RelayProcesses, blob: bytes) -> dict:
         runs = []
         for version in range(self.repeats + 1):  # version 0 warms up links and files
             self._settle(pub, relays)
+            copy_s, copy_shm_s = self.baseline.measure()
+            cpu0 = cpu_s(relays)
             pub.publish(version, blob)
             stall_s = pub.stalls_s[-1]
             result = pub.wait(version, timeout_s=600)
+            cpu = cpu_s(relays) - cpu0
             if len(result["committed"]) != self.p:
                 raise RuntimeError(f"broadcast reached {sorted(result['committed'])} only")
             handoff = result["t0"] + stall_s
@@ -118,6 +131,9 @@ class RelayBench:
                     "broadcast_s": last - handoff,
                     "end_to_end_s": last - result["t0"],
                     "k": result["k"],
+                    "cpu_s": cpu,
+                    "copy_s": copy_s,
+                    "copy_shm_s": copy_shm_s,
                 }
             )
         return {"runs": runs[1:], "warmup": runs[0]}
@@ -140,12 +156,47 @@ class RelayBench:
                     "files": {},
                     "t0": time.monotonic(),
                 }
-                t0 = time.perf_counter()
+                t0, cpu0 = time.perf_counter(), cpu_s(relays)
                 loop.run(_send_each(sender, blob, layout, header, relays), 600)
                 times.append(time.perf_counter() - t0)
+                self.naive_cpu_s.append(cpu_s(relays) - cpu0)
         finally:
             loop.run(sender.close(), 30)
         return times
+
+    def _failure(self, pub: RelayPublisher, relays: RelayProcesses, blob: bytes) -> dict:
+        """§4.3 under load: kill the middle relay once the broadcast has passed it (its
+        downstream holds chunks); how long until the chain is rebuilt and the broadcast resumed?"""
+        victim, after = relays.infos[self.p // 2], relays.infos[self.p // 2 + 1]
+        version = 2 * self.repeats + 2
+        self._settle(pub, relays)
+        pub.publish(version, blob)
+        probe = ControlClient(after.host, after.ctrl_port, timeout_s=10)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            reply = probe.request({"op": "ping"})
+            if reply["receiving"].get(str(version), 0) > 0 or reply["latest"] == version:
+                break
+            time.sleep(0.002)
+        probe.close()
+        t_kill = time.monotonic()
+        relays.kill(victim.id)
+        result = pub.wait(version, timeout_s=600)
+        out = {
+            "killed": victim.id,
+            "survivors_committed": len(result["committed"]),
+            "survivors": self.p - 1,
+        }
+        if not result["rebuilds"]:
+            return {**out, "note": "the broadcast passed the victim before the kill"}
+        repair = result["rebuilds"][0]
+        return {
+            **out,
+            "kill_to_resumed_s": repair["t_resumed"] - t_kill,
+            "detect_to_resumed_s": repair["rebuild_s"],
+            "resumed_at_chunk": repair["resumed_at_chunk"],
+            "chunks": result["k"],
+        }
 
     def _settle(self, pub: RelayPublisher, relays: RelayProcesses) -> None:
         """Between runs: every relay's next file allocated, the trainer's inbox mapped."""
@@ -161,7 +212,8 @@ class RelayBench:
         measured = statistics.median(r["broadcast_s"] for r in runs)
         model = broadcast_time(self.p, k, self.nbytes, alpha, beta)
         stall = statistics.median(r["stall_s"] for r in runs)
-        copy = memory_copy_s(self.nbytes)
+        copy = statistics.median(r["copy_s"] for r in runs)
+        copy_shm = statistics.median(r["copy_shm_s"] for r in runs)
         naive_s = statistics.median(naive)
         return {
             "p": self.p,
@@ -182,11 +234,18 @@ class RelayBench:
             "stall_runs_s": [r["stall_s"] for r in runs],
             "copy_s": copy,
             "stall_over_copy": stall / copy,
+            "copy_shm_s": copy_shm,
+            "stall_over_shm_copy": stall / copy_shm,
             "end_to_end_s": statistics.median(r["end_to_end_s"] for r in runs),
             "naive_s": naive_s,
             "naive_runs_s": naive,
             "measured_over_naive": measured / naive_s,
             "warmup_broadcast_s": chain["warmup"]["broadcast_s"],
+            # CPU seconds the relays and the trainer side spent per broadcast; divided by the
+            # cores, the shortest it could take here, even with this machine to itself
+            "cpu_s": statistics.median(r["cpu_s"] for r in runs),
+            "cpu_floor_s": statistics.median(r["cpu_s"] for r in runs) / (os.cpu_count() or 1),
+            "naive_cpu_s": statistics.median(self.naive_cpu_s),
         }
 
 
@@ -200,15 +259,42 @@ async def _send_each(
             raise RuntimeError(f"naive send to {info.id} failed: {result}")
 
 
-def memory_copy_s(nbytes: int, repeats: int = 5) -> float:
-    """One memory copy of ``nbytes`` into memory already mapped (the physical floor of the
-    trainer's hand-off), best of ``repeats``."""
-    src = np.ones(nbytes, np.uint8)
-    dst = np.zeros(nbytes, np.uint8)
-    dst[:] = 1  # fault the pages in first
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        np.copyto(dst, src)
-        best = min(best, time.perf_counter() - t0)
-    return best
+def cpu_s(relays: RelayProcesses) -> float:
+    """CPU seconds used so far by every live relay process and by this one (the trainer side),
+    all threads included."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = sum(os.times()[:2])
+    for proc in relays.procs.values():
+        try:
+            stat = Path(f"/proc/{proc.pid}/stat").read_text()
+        except OSError:
+            continue  # killed
+        fields = stat[stat.rindex(")") + 2 :].split()
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
+class CopyBaseline:
+    """One memory copy of the weights, timed just before each publish so that it meets the same
+    load: into private memory already faulted in (the floor), and into a shared-memory mapping
+    already faulted in (what any hand-off to another process must write into; tmpfs has no huge
+    pages here, so this copy is slower)."""
+
+    def __init__(self, blob: bytes, shm_dir: Path):
+        self.src = np.frombuffer(blob, np.uint8)
+        self.private = np.ones(len(blob), np.uint8)
+        shm_dir.mkdir(parents=True, exist_ok=True)
+        self.shared = map_file(shm_dir / ".copy-baseline", len(blob), create=True, populate=True)
+
+    def measure(self) -> tuple[float, float]:
+        """Seconds for one copy into (private, shared) memory."""
+        out = []
+        for dst in (self.private, np.frombuffer(self.shared.mm, np.uint8)):
+            t0 = time.perf_counter()
+            np.copyto(dst, self.src)
+            out.append(time.perf_counter() - t0)
+        return out[0], out[1]
+
+    def close(self) -> None:
+        self.shared.close()
+        self.shared.path.unlink(missing_ok=True)

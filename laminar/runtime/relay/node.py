@@ -158,6 +158,8 @@ class RelayNode:
             trailer = await recv_obj(link, TRAILER)
             ack = await self._finish(part, trailer)
             await send_obj(link, ack, ACK)
+            if part is not None:
+                self._tidy_later(layout.nbytes)
         finally:
             if part is not None and part.owner is not None and part.owner[1] is link:
                 part.owner = None
@@ -218,9 +220,13 @@ class RelayNode:
         self._after_commit(part.version, part.layout.nbytes)
 
     def _after_commit(self, version: int, nbytes: int) -> None:
-        """Older partials are moot now; allocate the next version's file in the background."""
+        """Older partials are moot now."""
         for old in [v for v in self._partials if v < version]:
             self._spawn(self._release(self._partials.pop(old)))
+
+    def _tidy_later(self, nbytes: int) -> None:
+        """Once this relay's part of a broadcast is over (ACK sent): free old versions and
+        allocate the next file, in a worker thread, so neither competes with the transfer."""
         loop = asyncio.get_running_loop()
         self._spawn(_quietly(loop.run_in_executor(None, self._tidy, nbytes)))
 
@@ -252,6 +258,7 @@ class RelayNode:
                 except Exception as e:  # the trainer learns it from `result`; the relay goes on
                     result = {**new_result(), "error": f"{type(e).__name__}: {e}"}
                 self._record(int(req["version"]), result)
+                self._tidy_later(int(req["nbytes"]))
 
     def _record(self, version: int, result: dict) -> None:
         self._results[version] = result

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -26,9 +26,11 @@ from laminar.runtime.relay.loop import shared_loop
 from laminar.runtime.relay.manager import RelayManager
 from laminar.runtime.relay.node import RelayInfo
 from laminar.runtime.relay.store import Mapped, map_file
-from laminar.runtime.relay.stream import ChainSender, Layout, LocalSource, layout_for
+from laminar.runtime.relay.stream import ChainSender, Layout, LocalSource, layout_for, new_result
 from laminar.runtime.relay.transport import make_transport
 from laminar.runtime.weights import CONFIG_NAME, list_versions, verify_version_dir
+
+VERSIONS_TRACKED = 32  # recent versions whose broadcast `wait` can still report
 
 
 class RelayError(RuntimeError):
@@ -61,6 +63,8 @@ class RelayPublisher:
         self._my_id = my_id
         self._sender: ChainSender | None = None
         self._lock = threading.RLock()
+        self._background = ThreadPoolExecutor(1, thread_name_prefix="relay-inbox")
+        self._background.submit(lambda: None)  # start its thread now, off any publish
         self._clients: dict[str, tuple[threading.Lock, ControlClient]] = {}
         self._slot: tuple[str, Mapped] | None = None  # (relay id, mapped inbox) ready to fill
         self._last: tuple[int, bytes, int] | None = None
@@ -109,7 +113,10 @@ class RelayPublisher:
         while True:
             fut = self._streams.get(version)
             if fut is not None:
-                return fut.result(max(0.0, deadline - time.monotonic()))
+                try:
+                    return fut.result(max(0.0, deadline - time.monotonic()))
+                except CancelledError:
+                    return {**new_result(), "skipped": True}  # a newer version replaced it
             master_id = self._handed.get(version)
             if master_id is None:
                 raise KeyError(f"version {version} was never published")
@@ -139,6 +146,7 @@ class RelayPublisher:
     def close(self) -> None:
         """Stop the heartbeats, close links and unmap the spare inbox."""
         self.manager.stop()
+        self._background.shutdown(wait=True, cancel_futures=True)
         with self._lock:
             if self._slot is not None:
                 self._slot[1].close()
@@ -174,12 +182,10 @@ class RelayPublisher:
             lock.release()
             raise
         self._handed[version] = master.id
-        threading.Thread(
-            target=self._after_hand_over,
-            args=(master, len(blob), mapped, lock, client),
-            name="relay-inbox",
-            daemon=True,
-        ).start()
+        for old in sorted(self._handed)[:-VERSIONS_TRACKED]:
+            self._handed.pop(old)
+        # a thread already running: starting one can take 0.1 s+ on a loaded machine
+        self._background.submit(self._after_hand_over, master, len(blob), mapped, lock, client)
 
     def _after_hand_over(self, master, nbytes, used: Mapped, lock, client) -> None:
         """Off the trainer's path (its stall ends with the copy and one socket write): read the
@@ -244,7 +250,12 @@ class RelayPublisher:
             result = await sender.forward(LocalSource(memoryview(blob), layout), header, rest)
             return {**result, "t0": t0, "t_end": time.monotonic(), "k": layout.k}
 
+        for older, fut in self._streams.items():  # newest wins, as at the master
+            if older < version:
+                fut.cancel()
         self._streams[version] = shared_loop().submit(send())
+        for old in sorted(self._streams)[:-VERSIONS_TRACKED]:
+            self._streams.pop(old)
 
     def _chain_sender(self) -> ChainSender:
         if self._sender is None:
