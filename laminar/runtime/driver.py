@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,8 +23,8 @@ from laminar.runtime import cluster
 from laminar.runtime.engine import EngineSpec
 from laminar.runtime.manager import RolloutManager
 from laminar.runtime.pools import ExperienceBuffer, PartialResponsePool, PromptPool
+from laminar.runtime.relay.tier import weight_path_for
 from laminar.runtime.trainer import Trainer
-from laminar.runtime.weights import ShmWeightStore
 
 StepCallback = Callable[[dict], None]
 
@@ -41,8 +42,12 @@ class Actors:
     info: dict = field(default_factory=dict)
 
 
-def launch(cfg: LaminarConfig, dirs: cluster.RunDirs, t0_s: float) -> Actors:
-    """Create every actor, warm the model up and start the engines (concurrently)."""
+def launch(cfg: LaminarConfig, dirs: cluster.RunDirs, t0_s: float, stack: ExitStack) -> Actors:
+    """Create every actor, warm the model up and start the engines (concurrently).
+
+    Teardown steps go on ``stack`` as soon as there is something to tear down, so a run that
+    fails half-way still stops its engines (their processes and shared memory).
+    """
     import ray
 
     rt, wl = cfg.runtime, cfg.workload
@@ -52,7 +57,9 @@ def launch(cfg: LaminarConfig, dirs: cluster.RunDirs, t0_s: float) -> Actors:
         cfg.model_dump(mode="json"), str(dirs.shm), buffer
     )
     info = ray.get(trainer.setup.remote())
-    store = ShmWeightStore(dirs.shm / "weights", info["config_json"])
+    # The weight path (§4): relay workers when relay.enabled, else one /dev/shm store.
+    store, close_weights = weight_path_for(cfg, dirs.shm, info["config_json"])
+    stack.callback(close_weights)
     prompts = cluster.actor(PromptPool).remote(
         rt.task,
         seed=cfg.seed,
@@ -65,29 +72,14 @@ def launch(cfg: LaminarConfig, dirs: cluster.RunDirs, t0_s: float) -> Actors:
     )
     pools = {"prompts": prompts, "partial": partial, "buffer": buffer}
     rollouts = {
-        f"r{i}": cluster.actor(
-            cluster.RolloutActor, **cluster.rollout_options(cfg, i, dirs)
-        ).remote(
-            f"r{i}",
-            _engine_spec(cfg, info, i),
-            weights=store,
-            pools=pools,
-            task=rt.task,
-            seed=cfg.seed,
-            max_response_len=wl.max_response_len,
-            max_batch=rt.max_batch,
-            samples_per_prompt=wl.samples_per_prompt,
-            model_type=rt.model.type,
-            model_dir=info["model_dir"],
-            t0_s=t0_s,
-            flush_interval_s=rt.flush_interval_s,
-        )
-        for i in range(rt.rollouts)
+        f"r{i}": _rollout(cfg, dirs, info, i, store, pools, t0_s) for i in range(rt.rollouts)
     }
+    stack.callback(shutdown_engines, rollouts)
     started = [r.start.remote() for r in rollouts.values()]
     info.update(ray.get(trainer.warmup.remote(store)))  # overlaps the engines' start-up
     info["engine_start_s"] = ray.get(started)
-    _check_one_machine(trainer, rollouts)
+    if not cfg.relay.enabled:
+        _check_one_machine(trainer, rollouts)
     manager = cluster.actor(RolloutManager).remote(
         rollouts,
         partial,
@@ -96,6 +88,34 @@ def launch(cfg: LaminarConfig, dirs: cluster.RunDirs, t0_s: float) -> Actors:
         t0_s=t0_s,
     )
     return Actors(trainer, prompts, partial, buffer, rollouts, manager, info)
+
+
+def _rollout(cfg, dirs, info, index, store, pools, t0_s) -> Any:
+    rt, wl = cfg.runtime, cfg.workload
+    options = cluster.rollout_options(cfg, index, dirs)
+    return cluster.actor(cluster.RolloutActor, **options).remote(
+        f"r{index}",
+        _engine_spec(cfg, info, index),
+        weights=store,
+        pools=pools,
+        task=rt.task,
+        seed=cfg.seed,
+        max_response_len=wl.max_response_len,
+        max_batch=rt.max_batch,
+        samples_per_prompt=wl.samples_per_prompt,
+        model_type=rt.model.type,
+        model_dir=info["model_dir"],
+        t0_s=t0_s,
+        flush_interval_s=rt.flush_interval_s,
+    )
+
+
+def shutdown_engines(rollouts: dict[str, Any], timeout_s: float = 120.0) -> None:
+    """Stop every engine that still answers (vLLM then removes its processes and /dev/shm)."""
+    import ray
+
+    refs = [r.shutdown.remote() for r in rollouts.values()]
+    ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
 
 
 def _engine_spec(cfg: LaminarConfig, info: dict, index: int) -> EngineSpec:
@@ -185,15 +205,14 @@ def collect(a: Actors) -> dict:
     }
     handles = {"trainer": a.trainer, **a.rollouts}
     out["peak_rss_bytes"] = {name: cluster.peak_rss_bytes(h) for name, h in handles.items()}
-    ray.get([r.shutdown.remote() for r in a.rollouts.values()])
     return out
 
 
 def train(cfg: LaminarConfig, *, on_step: StepCallback, verbose: bool = False) -> dict:
     """Run ``cfg`` end to end; return the raw results (``laminar.runtime.outputs`` writes them)."""
     t0 = time.time()
-    with cluster.ray_session(cfg, verbose=verbose) as dirs:
-        actors = launch(cfg, dirs, t0)
+    with cluster.ray_session(cfg, verbose=verbose) as dirs, ExitStack() as stack:
+        actors = launch(cfg, dirs, t0, stack)
         setup_s = time.time() - t0
         loop_t = time.perf_counter()
         wl = cfg.workload
