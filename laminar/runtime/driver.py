@@ -12,6 +12,8 @@ task and CPUs):
 
 from __future__ import annotations
 
+import math
+import statistics
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -22,6 +24,7 @@ from laminar.config import LaminarConfig
 from laminar.runtime import cluster
 from laminar.runtime.engine import EngineSpec
 from laminar.runtime.manager import RolloutManager
+from laminar.runtime.placement import place
 from laminar.runtime.pools import ExperienceBuffer, PartialResponsePool, PromptPool
 from laminar.runtime.relay.tier import weight_path_for
 from laminar.runtime.trainer import Trainer
@@ -96,6 +99,7 @@ def _rollout(cfg, dirs, info, index, store, pools, t0_s) -> Any:
     return cluster.actor(cluster.RolloutActor, **options).remote(
         f"r{index}",
         _engine_spec(cfg, info, index),
+        cpus=place(rt).rollout_cpus[index],
         weights=store,
         pools=pools,
         task=rt.task,
@@ -192,6 +196,23 @@ def run_sync(a: Actors, steps: int, prompts_per_step: int, on_step: StepCallback
     return rows
 
 
+def evaluate(a: Actors, cfg: LaminarConfig) -> dict:
+    """Mean reward on the held-out prompts with the newest weights (every rollout loads them)."""
+    import ray
+
+    rt = cfg.runtime
+    workers = list(a.rollouts.values())
+    versions = ray.get([w.load_latest.remote() for w in workers])
+    if rt.eval_prompts == 0:
+        return {"reward": math.nan, "version": min(versions), "samples": 0}
+    ids = list(range(rt.eval_prompts))
+    parts = [
+        w.evaluate.remote(ids[i :: len(workers)], rt.eval_samples) for i, w in enumerate(workers)
+    ]
+    rewards = [r for part in ray.get(parts) for r in part]
+    return {"reward": statistics.fmean(rewards), "version": min(versions), "samples": len(rewards)}
+
+
 def collect(a: Actors) -> dict:
     """Everything the run directory needs, read from the actors after the loop stopped."""
     import ray
@@ -213,6 +234,7 @@ def train(cfg: LaminarConfig, *, on_step: StepCallback, verbose: bool = False) -
     t0 = time.time()
     with cluster.ray_session(cfg, verbose=verbose) as dirs, ExitStack() as stack:
         actors = launch(cfg, dirs, t0, stack)
+        first = evaluate(actors, cfg)
         setup_s = time.time() - t0
         loop_t = time.perf_counter()
         wl = cfg.workload
@@ -221,6 +243,8 @@ def train(cfg: LaminarConfig, *, on_step: StepCallback, verbose: bool = False) -
         else:
             steps = run_sync(actors, wl.steps, wl.prompts_per_step, on_step)
         wall_s = time.perf_counter() - loop_t
+        last = evaluate(actors, cfg)
         result = collect(actors)
     result.update(steps=steps, wall_s=wall_s, setup_s=setup_s, info=actors.info, run_id=dirs.run_id)
+    result.update(eval_first=first, eval_last=last)
     return result

@@ -87,8 +87,14 @@ def summarize(cfg: LaminarConfig, result: dict) -> dict:
         "setup_s": result["setup_s"],
         "train_tokens_per_s": sum(s["tokens"] for s in steps) / wall_s,
         "gen_tokens_per_s": gen_tokens / wall_s,
-        "reward_first": statistics.fmean(rewards[:k]) if rewards else math.nan,
-        "reward_last": statistics.fmean(rewards[-k:]) if rewards else math.nan,
+        # Held-out evaluation with the first (warm-up) and the final weights: unbiased, unlike
+        # training batches, whose mix of short and long answers varies from step to step.
+        "reward_first": result["eval_first"]["reward"],
+        "reward_last": result["eval_last"]["reward"],
+        "reward_first_version": result["eval_first"]["version"],
+        "reward_last_version": result["eval_last"]["version"],
+        "train_reward_first": statistics.fmean(rewards[:k]) if rewards else math.nan,
+        "train_reward_last": statistics.fmean(rewards[-k:]) if rewards else math.nan,
         "staleness_mean": statistics.fmean(stale) if stale else 0.0,
         "staleness_max": max(stale, default=0),
         **accounting(result, cfg.workload.samples_per_prompt),

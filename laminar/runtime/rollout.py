@@ -16,11 +16,11 @@ import time
 from dataclasses import replace
 
 from laminar.config.runtime import RepeatTask
-from laminar.runtime.codec import make_codec
+from laminar.runtime.codec import make_codec, prompt_ids
 from laminar.runtime.engine import Engine
 from laminar.runtime.records import PromptGroup, Traj
 from laminar.runtime.stream import PartialStreamer
-from laminar.runtime.task import RepeatTaskGen
+from laminar.runtime.task import EVAL_STREAM, RepeatTaskGen
 from laminar.runtime.weights import WeightSource
 
 
@@ -158,6 +158,28 @@ class RolloutWorker:
                 if k > 0 or not self.trajs:
                     self.submit_groups(await self.prompt_pool.take.remote(max(k, 1)))
             await asyncio.sleep(poll_s)
+
+    async def evaluate(self, prompt_ids_list: list[int], samples: int) -> list[float]:
+        """Rewards of ``samples`` answers to each held-out prompt, with the current weights.
+
+        Held-out prompts come from their own stream and bypass the pools: they are not training
+        data and are not counted in the run's ledger or throughput.
+        """
+
+        async def one(pid: int, k: int) -> float:
+            p = self.gen.prompt(pid, stream=EVAL_STREAM)
+            tokens, reason = [], None
+            rid = f"eval-v{self.version}-{pid}-{k}"
+            async for d in self.engine.generate(
+                rid, prompt_ids(self.codec, p.text), self.max_response_len
+            ):
+                tokens.extend(d.token_ids)
+                reason = d.finish_reason
+            body = tokens[:-1] if reason == "stop" else tokens
+            return self.gen.reward(p, self.codec.decode(body), finished=reason == "stop")
+
+        jobs = [one(pid, k) for pid in prompt_ids_list for k in range(samples)]
+        return list(await asyncio.gather(*jobs))
 
     # -- repack and recovery (carried out for the rollout manager) --------------------------
 
