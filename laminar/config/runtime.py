@@ -149,7 +149,20 @@ class RuntimeConfig(Section):
     """Samples per held-out prompt (count, 1..1024), drawn like training samples."""
 
     checkpoint_every: int = Field(0, ge=0, le=1_000_000)
-    """Trainer checkpoint every N steps, for recovery (count, 0..1e6); 0: only at the end."""
+    """Trainer checkpoint (model, optimizer, version) every N steps, for recovery (count,
+    0..1e6); 0: none. The final policy is always saved in the run directory (``model/``)."""
+
+    step_timeout_s: float = Field(1800.0, gt=0.0, le=86400.0)
+    """A trainer step that takes longer than this fails the run with an error instead of
+    hanging (seconds, 0 < s <= 86400)."""
+
+    kill_rollout_at_step: int = Field(-1, ge=-1, le=1_000_000)
+    """Fault injection: kill the last rollout replica (like its machine failing) right after
+    this trainer step (step index, -1..1e6); -1 never. Its trajectories are recovered (§3.3)."""
+
+    kill_trainer_at_step: int = Field(-1, ge=-1, le=1_000_000)
+    """Fault injection: kill the trainer right after this trainer step (step index, -1..1e6)
+    and restart it from its last checkpoint (set ``checkpoint_every``); -1 never."""
 
     model: Annotated[TinyModel | PretrainedModel, Field(discriminator="type")] = Field(
         default_factory=TinyModel

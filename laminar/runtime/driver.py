@@ -1,19 +1,10 @@
-"""One ``laminar train`` run: launch the actors, run laminar or sync mode, collect the ledger.
-
-The two modes share everything but the loop (so the speedup is measured on the same model,
-task and CPUs):
-
-- **laminar** (paper §3.2): rollouts run on their own — admit prompt groups, stream tokens,
-  drain and pull the newest weights when one is published; the rollout manager repacks long
-  tails (§5); the trainer consumes whole groups as they finish and publishes a version per step.
-- **sync** (verl-like): every step, all rollouts load the newest weights, generate one global
-  batch to the last token, then the trainer trains on it.
+"""One ``laminar train`` run: launch the actors (Ray local or ``runtime.address``), run the
+loop of the chosen mode (``laminar.runtime.loops``), evaluate, collect, and tear everything down
+whatever happens (engines stopped, a dead rollout's leftovers reaped, Ray shut down).
 """
 
 from __future__ import annotations
 
-import math
-import statistics
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -21,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from laminar.config import LaminarConfig
-from laminar.runtime import cluster
+from laminar.runtime import cluster, loops
 from laminar.runtime.engine import EngineSpec
 from laminar.runtime.manager import RolloutManager
 from laminar.runtime.placement import place
@@ -43,6 +34,17 @@ class Actors:
     rollouts: dict[str, Any]
     manager: Any
     info: dict = field(default_factory=dict)
+    procs: dict[str, dict] = field(default_factory=dict)
+    """Per rollout: the engine processes and /dev/shm files it created (cleanup if it dies)."""
+    dead: set[str] = field(default_factory=set)
+    weights: Any = None
+    """The weight path (publisher and source), for a restarted trainer."""
+    new_trainer: Callable[[], Any] | None = None
+    checkpoint_path: str = ""
+
+    def live(self) -> dict[str, Any]:
+        """Rollouts not known to be dead."""
+        return {rid: h for rid, h in self.rollouts.items() if rid not in self.dead}
 
 
 def launch(cfg: LaminarConfig, dirs: cluster.RunDirs, t0_s: float, stack: ExitStack) -> Actors:
@@ -56,9 +58,13 @@ def launch(cfg: LaminarConfig, dirs: cluster.RunDirs, t0_s: float, stack: ExitSt
     rt, wl = cfg.runtime, cfg.workload
     buffer = cluster.actor(ExperienceBuffer).remote(wl.samples_per_prompt, t0_s)
     partial = cluster.actor(PartialResponsePool).remote()
-    trainer = cluster.actor(Trainer, num_gpus=int(rt.device == "cuda")).remote(
-        cfg.model_dump(mode="json"), str(dirs.shm), buffer
-    )
+
+    def new_trainer() -> Any:
+        return cluster.actor(Trainer, num_gpus=int(rt.device == "cuda")).remote(
+            cfg.model_dump(mode="json"), str(dirs.shm), buffer
+        )
+
+    trainer = new_trainer()
     info = ray.get(trainer.setup.remote())
     # The weight path (§4): relay workers when relay.enabled, else one /dev/shm store.
     store, close_weights = weight_path_for(cfg, dirs.shm, info["config_json"])
@@ -77,10 +83,11 @@ def launch(cfg: LaminarConfig, dirs: cluster.RunDirs, t0_s: float, stack: ExitSt
     rollouts = {
         f"r{i}": _rollout(cfg, dirs, info, i, store, pools, t0_s) for i in range(rt.rollouts)
     }
-    stack.callback(shutdown_engines, rollouts)
+    stack.callback(shutdown_engines, rollouts)  # a dead one is skipped after its timeout
     started = [r.start.remote() for r in rollouts.values()]
     info.update(ray.get(trainer.warmup.remote(store)))  # overlaps the engines' start-up
-    info["engine_start_s"] = ray.get(started)
+    footprints = ray.get(started)
+    info["engine_start_s"] = [f["start_s"] for f in footprints]
     if not cfg.relay.enabled:
         _check_one_machine(trainer, rollouts)
     manager = cluster.actor(RolloutManager).remote(
@@ -90,7 +97,11 @@ def launch(cfg: LaminarConfig, dirs: cluster.RunDirs, t0_s: float, stack: ExitSt
         repack_enabled=cfg.repack.enabled and rt.mode == "laminar",
         t0_s=t0_s,
     )
-    return Actors(trainer, prompts, partial, buffer, rollouts, manager, info)
+    a = Actors(trainer, prompts, partial, buffer, rollouts, manager, info)
+    a.procs = dict(zip(rollouts, footprints, strict=True))
+    a.weights, a.new_trainer = store, new_trainer
+    a.checkpoint_path = str(dirs.tmp / "checkpoint.pt")
+    return a
 
 
 def _rollout(cfg, dirs, info, index, store, pools, t0_s) -> Any:
@@ -150,101 +161,35 @@ def _check_one_machine(trainer: Any, rollouts: dict[str, Any]) -> None:
         )
 
 
-def run_laminar(a: Actors, steps: int, on_step: StepCallback) -> list[dict]:
-    """Trajectory-level asynchrony: rollouts and manager run free; the trainer paces the run."""
+def train(
+    cfg: LaminarConfig,
+    *,
+    on_step: StepCallback,
+    verbose: bool = False,
+    model_out: str | None = None,
+) -> dict:
+    """Run ``cfg`` end to end; return the raw results (``laminar.runtime.outputs`` writes them).
+
+    ``model_out``: a directory to save the final policy into (Hugging Face format).
+    """
     import ray
 
-    loops = [r.run_laminar.remote() for r in a.rollouts.values()]
-    manager_loop = a.manager.run.remote()
-    rows = []
-    try:
-        for step in range(steps):
-            m = ray.get(a.trainer.step.remote(step))
-            a.prompts.advance.remote(step + 1)
-            on_step(m)
-            rows.append(m)
-    finally:
-        ray.get(a.manager.stop.remote())
-        ray.get(manager_loop)
-        ray.get([r.stop.remote() for r in a.rollouts.values()])
-        ray.get(loops)
-    return rows
-
-
-def run_sync(a: Actors, steps: int, prompts_per_step: int, on_step: StepCallback) -> list[dict]:
-    """verl-like: load weights everywhere, generate the whole batch, then train."""
-    import ray
-
-    manager_loop = a.manager.run.remote()  # repack off: it only records KV use
-    workers = list(a.rollouts.values())
-    rows = []
-    try:
-        for step in range(steps):
-            t = time.perf_counter()
-            ray.get([w.load_latest.remote() for w in workers])
-            groups = ray.get(a.prompts.take.remote(prompts_per_step))
-            ray.get([w.run_groups.remote(groups[i :: len(workers)]) for i, w in enumerate(workers)])
-            gen_s = time.perf_counter() - t
-            m = ray.get(a.trainer.step.remote(step))
-            m["gen_s"] = gen_s
-            on_step(m)
-            rows.append(m)
-    finally:
-        ray.get(a.manager.stop.remote())
-        ray.get(manager_loop)
-        ray.get([w.stop.remote() for w in workers])
-    return rows
-
-
-def evaluate(a: Actors, cfg: LaminarConfig) -> dict:
-    """Mean reward on the held-out prompts with the newest weights (every rollout loads them)."""
-    import ray
-
-    rt = cfg.runtime
-    workers = list(a.rollouts.values())
-    versions = ray.get([w.load_latest.remote() for w in workers])
-    if rt.eval_prompts == 0:
-        return {"reward": math.nan, "version": min(versions), "samples": 0}
-    ids = list(range(rt.eval_prompts))
-    parts = [
-        w.evaluate.remote(ids[i :: len(workers)], rt.eval_samples) for i, w in enumerate(workers)
-    ]
-    rewards = [r for part in ray.get(parts) for r in part]
-    return {"reward": statistics.fmean(rewards), "version": min(versions), "samples": len(rewards)}
-
-
-def collect(a: Actors) -> dict:
-    """Everything the run directory needs, read from the actors after the loop stopped."""
-    import ray
-
-    out = {
-        "ledger": ray.get(a.buffer.ledger.remote()),
-        "pending": ray.get(a.partial.pending.remote()),
-        "issued_groups": ray.get(a.prompts.issued_groups.remote()),
-        "rollout_stats": ray.get([r.stats.remote() for r in a.rollouts.values()]),
-        "manager": ray.get(a.manager.report.remote()),
-    }
-    handles = {"trainer": a.trainer, **a.rollouts}
-    out["peak_rss_bytes"] = {name: cluster.peak_rss_bytes(h) for name, h in handles.items()}
-    return out
-
-
-def train(cfg: LaminarConfig, *, on_step: StepCallback, verbose: bool = False) -> dict:
-    """Run ``cfg`` end to end; return the raw results (``laminar.runtime.outputs`` writes them)."""
     t0 = time.time()
     with cluster.ray_session(cfg, verbose=verbose) as dirs, ExitStack() as stack:
         actors = launch(cfg, dirs, t0, stack)
-        first = evaluate(actors, cfg)
+        first = loops.evaluate(actors, cfg)
         setup_s = time.time() - t0
         loop_t = time.perf_counter()
-        wl = cfg.workload
+        stack.callback(loops.reap_dead, actors)
         if cfg.runtime.mode == "laminar":
-            steps = run_laminar(actors, wl.steps, on_step)
+            steps = loops.run_laminar(actors, cfg, on_step)
         else:
-            steps = run_sync(actors, wl.steps, wl.prompts_per_step, on_step)
+            steps = loops.run_sync(actors, cfg, on_step)
         wall_s = time.perf_counter() - loop_t
-        last = evaluate(actors, cfg)
-        result = collect(actors)
+        last = loops.evaluate(actors, cfg)
+        result = loops.collect(actors)
+        if model_out is not None:
+            ray.get(actors.trainer.save_model.remote(model_out))
     result.update(steps=steps, wall_s=wall_s, setup_s=setup_s, info=actors.info, run_id=dirs.run_id)
     result.update(eval_first=first, eval_last=last)
     return result

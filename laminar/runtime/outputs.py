@@ -101,6 +101,8 @@ def summarize(cfg: LaminarConfig, result: dict) -> dict:
         "repack_moves": len(repacks),
         "repack_trajectories_moved": sum(e["moved"] for e in repacks),
         "recoveries": sum(1 for e in events if e["kind"] == "recovery"),
+        "rollouts_failed": result.get("dead_rollouts", []),
+        "faults": result["info"].get("faults", []),
         "actor_stall_s_mean": statistics.fmean(s["publish_s"] for s in steps) if steps else 0.0,
         "trainer_wait_s": sum(s["wait_s"] for s in steps),
         "weight_loads": sum(len(s["loads"]) for s in result["rollout_stats"]),

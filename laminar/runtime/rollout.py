@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import replace
+from pathlib import Path
 
 from laminar.config.runtime import RepeatTask
 from laminar.runtime.codec import make_codec, prompt_ids
@@ -22,6 +23,21 @@ from laminar.runtime.records import PromptGroup, Traj
 from laminar.runtime.stream import PartialStreamer
 from laminar.runtime.task import EVAL_STREAM, RepeatTaskGen
 from laminar.runtime.weights import WeightSource
+
+
+def engine_footprint() -> dict:
+    """Child processes of this process and the /dev/shm files they map."""
+    import psutil
+
+    pids, shm = [], set()
+    for child in psutil.Process().children(recursive=True):
+        pids.append((child.pid, child.create_time()))
+        try:
+            maps = Path(f"/proc/{child.pid}/maps").read_text().splitlines()
+        except OSError:
+            continue
+        shm.update(line.split()[-1] for line in maps if "/dev/shm/" in line)
+    return {"pids": pids, "shm": sorted(shm)}
 
 
 class RolloutWorker:
@@ -67,14 +83,18 @@ class RolloutWorker:
     def now_s(self) -> float:
         return time.time() - self.t0_s
 
-    async def start(self) -> float:
-        """Build the engine and warm it up (the first step is slow); return the seconds taken."""
+    async def start(self) -> dict:
+        """Build the engine and warm it up (the first step is slow).
+
+        Returns the seconds taken and what the engine created on this machine (its processes
+        and shared-memory files), so a driver can clean up after this replica if it dies.
+        """
         t = time.perf_counter()
         await self.engine.start()
         async for _ in self.engine.generate(f"{self.replica_id}-warmup", [0, 1], 2):
             pass
         self.streamer.start()
-        return time.perf_counter() - t
+        return {"start_s": time.perf_counter() - t, **engine_footprint()}
 
     # -- weights --------------------------------------------------------------------------
 
@@ -96,14 +116,15 @@ class RolloutWorker:
 
     # -- generation -----------------------------------------------------------------------
 
-    def submit(self, trajs: list[Traj]) -> None:
+    async def submit(self, trajs: list[Traj]) -> None:
         """Start (or continue, for migrated ones) generating ``trajs`` on this replica."""
         for t in trajs:
             if t.version != self.version:
                 raise ValueError(f"{t.traj_id} has version {t.version}, replica {self.version}")
             t.replica_id = self.replica_id
-            self.trajs[t.traj_id] = t
-            self.streamer.register(t)
+            self.trajs[t.traj_id] = t  # held from now on: no weight load until it finishes
+        await self.streamer.register(trajs)
+        for t in trajs:
             self.tasks[t.traj_id] = asyncio.create_task(self._generate(t))
 
     async def _generate(self, t: Traj) -> None:
@@ -130,15 +151,17 @@ class RolloutWorker:
         del self.trajs[t.traj_id]
         self.streamer.finished(t)
 
-    def submit_groups(self, groups: list[PromptGroup]) -> None:
+    async def submit_groups(self, groups: list[PromptGroup]) -> None:
         """Start every sample of ``groups`` with the current weight version."""
         now = self.now_s()
-        for g in groups:
-            self.submit(g.trajectories(self.version, self.max_response_len, now))
+        trajs = [
+            t for g in groups for t in g.trajectories(self.version, self.max_response_len, now)
+        ]
+        await self.submit(trajs)
 
     async def run_groups(self, groups: list[PromptGroup]) -> int:
         """Sync mode: generate ``groups`` to the end and hand them to the buffer."""
-        self.submit_groups(groups)
+        await self.submit_groups(groups)
         while self.tasks:
             await asyncio.gather(*list(self.tasks.values()), return_exceptions=True)
         await self.streamer.flush()
@@ -156,7 +179,7 @@ class RolloutWorker:
             elif self.version >= 0:
                 k = (self.max_batch - len(self.trajs)) // self.samples_per_prompt
                 if k > 0 or not self.trajs:
-                    self.submit_groups(await self.prompt_pool.take.remote(max(k, 1)))
+                    await self.submit_groups(await self.prompt_pool.take.remote(max(k, 1)))
             await asyncio.sleep(poll_s)
 
     async def evaluate(self, prompt_ids_list: list[int], samples: int) -> list[float]:
@@ -232,7 +255,7 @@ class RolloutWorker:
     async def adopt(self, trajs: list[Traj], *, pinned: bool = True) -> None:
         """Continue trajectories moved here: prompt + partial tokens, their one version."""
         try:
-            self.submit([replace(t, migrations=t.migrations + 1) for t in trajs])
+            await self.submit([replace(t, migrations=t.migrations + 1) for t in trajs])
         finally:
             if pinned:
                 await self.unpin()

@@ -73,6 +73,11 @@ class Trainer:
 
     def warmup(self, publisher: WeightPublisher) -> dict:
         """Supervised warm-up (or its cache), then publish it as version 0."""
+        info = self._prepare(publisher)
+        info["publish_s"] = self.publish()
+        return info
+
+    def _prepare(self, publisher: WeightPublisher) -> dict:
         import copy
 
         import torch
@@ -83,10 +88,30 @@ class Trainer:
         self.publisher = publisher
         g = self.cfg.runtime.grpo
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=g.lr, weight_decay=0.0)
-        if g.kl_coef > 0:
+        if g.kl_coef > 0:  # the KL reference is the warm-up model
             self.ref_model = copy.deepcopy(self.model).eval()
-        info["publish_s"] = self.publish()
         return info
+
+    def resume(self, publisher: WeightPublisher, checkpoint: str) -> int:
+        """A restarted trainer (§3.3): load the checkpoint and go on publishing.
+
+        Versions stay increasing: the dead trainer may have published past its checkpoint, so
+        the next version follows the newest one published, not the checkpoint's.
+        """
+        self._prepare(publisher)
+        version = self.load_checkpoint(checkpoint)
+        latest = publisher.latest() if hasattr(publisher, "latest") else None
+        self.version = max(version, latest[0] if latest else version)
+        return self.version
+
+    def save_model(self, out_dir: str) -> str:
+        """The current policy as a Hugging Face model directory (weights, config, tokenizer)."""
+        from laminar.runtime import tinymodel
+
+        self.model.save_pretrained(out_dir, safe_serialization=True)
+        if self.cfg.runtime.model.type == "tiny":
+            tinymodel.build_tokenizer().save_pretrained(out_dir)
+        return out_dir
 
     def publish(self) -> float:
         """Hand the current weights to the weight path as ``self.version``; return the stall."""

@@ -74,8 +74,8 @@ async def _repack_scenario(s, calls):
         await w.load_latest()
     r0, r1 = s.workers["r0"], s.workers["r1"]
     # Each replica: a short group that finishes at once and a long one, the long tail.
-    r0.submit_groups([_group(0, "2*a="), _group(1, "40*b=")])
-    r1.submit_groups([_group(2, "3*c="), _group(3, "45*d=")])
+    await r0.submit_groups([_group(0, "2*a="), _group(1, "40*b=")])
+    await r1.submit_groups([_group(2, "3*c="), _group(3, "45*d=")])
     for _ in range(400):
         if await s.manager.check():
             break
@@ -142,7 +142,7 @@ async def _recovery_scenario(s):
         await w.start()
         await w.load_latest()
     r0 = s.workers["r0"]
-    r0.submit_groups([_group(0, "30*a="), _group(1, "35*b=")])
+    await r0.submit_groups([_group(0, "30*a="), _group(1, "35*b=")])
     await asyncio.sleep(0.03)  # some tokens generated and streamed to the partial pool
     await r0.streamer.flush()
     streamed = {t.traj_id: len(t.tokens) for t in s.partial.on_replica("r0")}
