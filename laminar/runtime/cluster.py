@@ -109,6 +109,24 @@ class RolloutActor(RolloutWorker):
             os.sched_setaffinity(0, cpus)
         super().__init__(replica_id, VllmEngine(spec), **kwargs)
 
+    async def attach(self, weights: Any, pools: dict, t0_s: float, cpus: tuple = ()) -> None:
+        """Join a job (see ``RolloutWorker.attach``), on the job's cores when given."""
+        if cpus:
+            pin_tree(cpus)
+        await super().attach(weights, pools, t0_s)
+
+
+def pin_tree(cpus: tuple[int, ...]) -> None:
+    """Pin every thread of this process and of its descendants (the engine) to ``cpus``."""
+    import psutil
+
+    me = psutil.Process()
+    for proc in [me, *me.children(recursive=True)]:
+        with contextlib.suppress(OSError, psutil.Error):
+            for tid in os.listdir(f"/proc/{proc.pid}/task"):
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(int(tid), cpus)
+
 
 def rollout_options(cfg: LaminarConfig, index: int, dirs: RunDirs) -> dict:
     """Ray options of rollout ``index``: its cores (CPU) or one GPU, and its environment."""

@@ -47,27 +47,37 @@ class Actors:
         return {rid: h for rid, h in self.rollouts.items() if rid not in self.dead}
 
 
-def launch(cfg: LaminarConfig, dirs: cluster.RunDirs, t0_s: float, stack: ExitStack) -> Actors:
-    """Create every actor, warm the model up and start the engines (concurrently).
+def launch(
+    cfg: LaminarConfig,
+    dirs: cluster.RunDirs,
+    t0_s: float,
+    stack: ExitStack,
+    rollouts: dict[str, Any] | None = None,
+    job: str = "job",
+) -> Actors:
+    """Create a job's actors (trainer, pools, manager), warm the model up and attach rollouts.
 
-    Teardown steps go on ``stack`` as soon as there is something to tear down, so a run that
-    fails half-way still stops its engines (their processes and shared memory).
+    ``rollouts=None`` creates and starts the engines too, concurrently with the warm-up; a
+    benchmark passes the engines of a previous job instead (``job`` names its scratch
+    directory). Teardown steps go on ``stack`` as soon as there is something to tear down, so a
+    run that fails half-way still stops its engines (their processes and shared memory).
     """
     import ray
 
     rt, wl = cfg.runtime, cfg.workload
+    job_dir = dirs.shm / job
     buffer = cluster.actor(ExperienceBuffer).remote(wl.samples_per_prompt, t0_s)
     partial = cluster.actor(PartialResponsePool).remote()
 
     def new_trainer() -> Any:
         return cluster.actor(Trainer, num_gpus=int(rt.device == "cuda")).remote(
-            cfg.model_dump(mode="json"), str(dirs.shm), buffer
+            cfg.model_dump(mode="json"), str(job_dir), buffer
         )
 
     trainer = new_trainer()
     info = ray.get(trainer.setup.remote())
     # The weight path (§4): relay workers when relay.enabled, else one /dev/shm store.
-    store, close_weights = weight_path_for(cfg, dirs.shm, info["config_json"])
+    store, close_weights = weight_path_for(cfg, job_dir, info["config_json"])
     stack.callback(close_weights)
     prompts = cluster.actor(PromptPool).remote(
         rt.task,
@@ -80,11 +90,18 @@ def launch(cfg: LaminarConfig, dirs: cluster.RunDirs, t0_s: float, stack: ExitSt
         model_dir=info["model_dir"],
     )
     pools = {"prompts": prompts, "partial": partial, "buffer": buffer}
-    rollouts = {
-        f"r{i}": _rollout(cfg, dirs, info, i, store, pools, t0_s) for i in range(rt.rollouts)
-    }
-    stack.callback(shutdown_engines, rollouts)  # a dead one is skipped after its timeout
-    started = [r.start.remote() for r in rollouts.values()]
+    started = []
+    if rollouts is None:
+        rollouts = {f"r{i}": _rollout(cfg, dirs, info, i) for i in range(rt.rollouts)}
+        stack.callback(shutdown_engines, rollouts)  # a dead one is skipped after its timeout
+        started = [r.start.remote() for r in rollouts.values()]
+    placement = place(rt)
+    ray.get(
+        [
+            r.attach.remote(store, pools, t0_s, placement.rollout_cpus[i])
+            for i, r in enumerate(rollouts.values())
+        ]
+    )
     info.update(ray.get(trainer.warmup.remote(store)))  # overlaps the engines' start-up
     footprints = ray.get(started)
     info["engine_start_s"] = [f["start_s"] for f in footprints]
@@ -98,21 +115,27 @@ def launch(cfg: LaminarConfig, dirs: cluster.RunDirs, t0_s: float, stack: ExitSt
         t0_s=t0_s,
     )
     a = Actors(trainer, prompts, partial, buffer, rollouts, manager, info)
-    a.procs = dict(zip(rollouts, footprints, strict=True))
+    a.procs = dict(zip(rollouts, footprints, strict=False))
     a.weights, a.new_trainer = store, new_trainer
-    a.checkpoint_path = str(dirs.tmp / "checkpoint.pt")
+    a.checkpoint_path = str(dirs.tmp / f"{job}-checkpoint.pt")
     return a
 
 
-def _rollout(cfg, dirs, info, index, store, pools, t0_s) -> Any:
+def end_job(a: Actors) -> None:
+    """Free a finished job's own actors; its rollouts (engines) stay for the next job."""
+    import ray
+
+    for handle in (a.trainer, a.prompts, a.partial, a.buffer, a.manager):
+        ray.kill(handle)
+
+
+def _rollout(cfg: LaminarConfig, dirs: cluster.RunDirs, info: dict, index: int) -> Any:
     rt, wl = cfg.runtime, cfg.workload
     options = cluster.rollout_options(cfg, index, dirs)
     return cluster.actor(cluster.RolloutActor, **options).remote(
         f"r{index}",
         _engine_spec(cfg, info, index),
         cpus=place(rt).rollout_cpus[index],
-        weights=store,
-        pools=pools,
         task=rt.task,
         seed=cfg.seed,
         max_response_len=wl.max_response_len,
@@ -120,7 +143,6 @@ def _rollout(cfg, dirs, info, index, store, pools, t0_s) -> Any:
         samples_per_prompt=wl.samples_per_prompt,
         model_type=rt.model.type,
         model_dir=info["model_dir"],
-        t0_s=t0_s,
         flush_interval_s=rt.flush_interval_s,
     )
 

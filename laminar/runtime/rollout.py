@@ -48,8 +48,6 @@ class RolloutWorker:
         replica_id: str,
         engine: Engine,
         *,
-        weights: WeightSource,
-        pools: dict,
         task: RepeatTask,
         seed: int,
         max_response_len: int,
@@ -57,31 +55,17 @@ class RolloutWorker:
         samples_per_prompt: int,
         model_type: str,
         model_dir: str,
-        t0_s: float,
         flush_interval_s: float,
     ):
         self.replica_id = replica_id
         self.engine = engine
-        self.weights = weights
-        self.prompt_pool = pools["prompts"]
         self.gen = RepeatTaskGen(task, seed=seed, max_answer_len=max_response_len - 1)
         self.codec = make_codec(model_type, model_dir)
         self.max_response_len = max_response_len
         self.max_batch = max_batch
         self.samples_per_prompt = samples_per_prompt
-        self.t0_s = t0_s
-        self.version = -1  # the engine starts with unpublished weights
-        self.trajs: dict[str, Traj] = {}
-        self.tasks: dict[str, asyncio.Task] = {}
-        self.pins = 0  # adopts in progress: no weight load until they land
-        self.stopping = False
-        self.loop_task: asyncio.Task | None = None
-        self.loads: list[tuple[float, int, float]] = []  # (at_s, version, load_s)
-        self.gen_tokens = 0
-        self.streamer = PartialStreamer(pools["partial"], pools["buffer"], flush_interval_s)
-
-    def now_s(self) -> float:
-        return time.time() - self.t0_s
+        self.flush_interval_s = flush_interval_s
+        self.streamer: PartialStreamer | None = None
 
     async def start(self) -> dict:
         """Build the engine and warm it up (the first step is slow).
@@ -93,8 +77,31 @@ class RolloutWorker:
         await self.engine.start()
         async for _ in self.engine.generate(f"{self.replica_id}-warmup", [0, 1], 2):
             pass
-        self.streamer.start()
         return {"start_s": time.perf_counter() - t, **engine_footprint()}
+
+    async def attach(self, weights: WeightSource, pools: dict, t0_s: float) -> None:
+        """Join a training job: its weight path, its pools, its clock; start from scratch.
+
+        A replica serves one job at a time; a benchmark runs several jobs on the same engines.
+        """
+        if self.streamer is not None:
+            await self.streamer.close()
+        self.weights = weights
+        self.prompt_pool = pools["prompts"]
+        self.t0_s = t0_s
+        self.version = -1  # the engine holds no published weights of this job yet
+        self.trajs: dict[str, Traj] = {}
+        self.tasks: dict[str, asyncio.Task] = {}
+        self.pins = 0  # adopts in progress: no weight load until they land
+        self.stopping = False
+        self.loop_task: asyncio.Task | None = None
+        self.loads: list[tuple[float, int, float]] = []  # (at_s, version, load_s)
+        self.gen_tokens = 0
+        self.streamer = PartialStreamer(pools["partial"], pools["buffer"], self.flush_interval_s)
+        self.streamer.start()
+
+    def now_s(self) -> float:
+        return time.time() - self.t0_s
 
     # -- weights --------------------------------------------------------------------------
 

@@ -33,10 +33,9 @@ def model_dir(tmp_path):
 
 
 async def _scenario(s, calls, eos_id):
-    s.store.publish(0, b"unused: both engines keep the weights they started with")
+    await harness.boot(s, load=False)  # the store's bytes are not a model: keep the weights
     for w in s.workers.values():
-        await w.start()
-        w.version = 0  # same weights everywhere (the store's bytes are not a model)
+        w.version = 0  # the engines started with, the same everywhere
     r0, r1 = s.workers["r0"], s.workers["r1"]
     long_prompt = (1, 30, 31, 7, 4)
     await r0.submit_groups([PromptGroup(0, long_prompt, 2)])

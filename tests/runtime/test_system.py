@@ -68,10 +68,7 @@ def test_runtime_and_simulator_share_plan_repack():
 
 
 async def _repack_scenario(s, calls):
-    s.store.publish(0, b"w0")
-    for w in s.workers.values():
-        await w.start()
-        await w.load_latest()
+    await harness.boot(s)
     r0, r1 = s.workers["r0"], s.workers["r1"]
     # Each replica: a short group that finishes at once and a long one, the long tail.
     await r0.submit_groups([_group(0, "2*a="), _group(1, "40*b=")])
@@ -137,10 +134,7 @@ class _Dead:
 
 
 async def _recovery_scenario(s):
-    s.store.publish(0, b"w0")
-    for w in s.workers.values():
-        await w.start()
-        await w.load_latest()
+    await harness.boot(s)
     r0 = s.workers["r0"]
     await r0.submit_groups([_group(0, "30*a="), _group(1, "35*b=")])
     await asyncio.sleep(0.03)  # some tokens generated and streamed to the partial pool
@@ -177,10 +171,8 @@ def test_pin_refuses_another_version(tmp_path, wrong_version):
     s = harness.build(tmp_path)
 
     async def go():
-        s.store.publish(0, b"w0")
+        await harness.boot(s)
         w = s.workers["r0"]
-        await w.start()
-        await w.load_latest()
         return await w.pin(wrong_version), await w.pin(0), w.pins
 
     assert asyncio.run(go()) == (False, True, 1)
