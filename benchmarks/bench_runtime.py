@@ -3,7 +3,7 @@
 Usage::
 
     PYTHONPATH=. python benchmarks/bench_runtime.py [--preset tiny-cpu] [--steps 40]
-        [--repeats 4] [--skip-repack] [--json out.json]
+        [--repeats 4] [--skip-repack] [--json out.json] [--set KEY=VALUE ...]
 
 Each repeat runs, on the same preset, model, task, seed and cores:
 
@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=4)
     p.add_argument("--skip-repack", action="store_true")
     p.add_argument("--json", help="also write every run to this file")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args(argv)
     runs: dict[str, list[dict]] = {"laminar": [], "sync": [], "repack_on": [], "repack_off": []}
     plans = {
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         ],
     }
     names = ["laminar", "sync"] + ([] if args.skip_repack else ["repack_on", "repack_off"])
-    common = [f"workload.steps={args.steps}", "runtime.eval_prompts=0"]
+    common = [f"workload.steps={args.steps}", "runtime.eval_prompts=0", *args.overrides]
     cfgs = {n: load_config(preset=args.preset, overrides=[*common, *plans[n]]) for n in names}
     engines = None
     with cluster.ray_session(cfgs["laminar"]) as dirs, ExitStack() as stack:

@@ -131,6 +131,15 @@ class RuntimeConfig(Section):
     """Cores of the trainer on CPU in laminar mode, e.g. ``"0"`` or ``"0-3"`` (0..1024
     characters); its torch threads follow. Empty: not pinned, ``trainer_threads`` threads."""
 
+    rollout_threads: int = Field(0, ge=0, le=1024)
+    """OpenMP threads per rollout engine on CPU (count, 0..1024). 0: one thread per core of its
+    ``cpu_binds`` entry, each pinned (vLLM's own binding); n > 0: n threads free to run on any
+    core of the entry (``VLLM_CPU_OMP_THREADS_BIND=nobind``)."""
+
+    rollout_nice: int = Field(0, ge=0, le=19)
+    """Scheduling niceness of rollout processes on CPU (0..19). Rollouts sharing the trainer's
+    cores at a higher niceness use only the time the trainer leaves idle."""
+
     trainer_threads: int = Field(1, ge=1, le=1024)
     """Torch threads of an unpinned trainer on CPU (count, 1..1024)."""
 

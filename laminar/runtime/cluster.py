@@ -102,11 +102,15 @@ class RolloutActor(RolloutWorker):
     ``cpus``: cores for this process and the engine processes it starts (they inherit it).
     """
 
-    def __init__(self, replica_id: str, spec: Any, cpus: tuple[int, ...] = (), **kwargs: Any):
+    def __init__(
+        self, replica_id: str, spec: Any, cpus: tuple[int, ...] = (), nice: int = 0, **kwargs: Any
+    ):
         from laminar.runtime.vllm_engine import VllmEngine
 
         if cpus:
             os.sched_setaffinity(0, cpus)
+        if nice:
+            os.nice(nice)  # the engine processes started from here inherit it
         super().__init__(replica_id, VllmEngine(spec), **kwargs)
 
     async def attach(self, weights: Any, pools: dict, t0_s: float, cpus: tuple = ()) -> None:
@@ -135,7 +139,10 @@ def rollout_options(cfg: LaminarConfig, index: int, dirs: RunDirs) -> dict:
     if rt.device == "cpu":
         env["VLLM_CPU_KVCACHE_SPACE"] = str(rt.kv_cache_gib)
         cpus = place(rt).rollout_cpus[index]
-        if cpus:  # before vLLM is imported in the actor (RUNTIME-NOTES: binding)
+        if rt.rollout_threads:  # threads float over the replica's cores
+            env["VLLM_CPU_OMP_THREADS_BIND"] = "nobind"
+            env["OMP_NUM_THREADS"] = str(rt.rollout_threads)
+        elif cpus:  # before vLLM is imported in the actor (RUNTIME-NOTES: binding)
             env["VLLM_CPU_OMP_THREADS_BIND"] = cpu_text(list(cpus))
     opts: dict[str, Any] = {
         "num_cpus": 0,

@@ -136,6 +136,7 @@ def _rollout(cfg: LaminarConfig, dirs: cluster.RunDirs, info: dict, index: int) 
         f"r{index}",
         _engine_spec(cfg, info, index),
         cpus=place(rt).rollout_cpus[index],
+        nice=rt.rollout_nice if rt.device == "cpu" else 0,
         task=rt.task,
         seed=cfg.seed,
         max_response_len=wl.max_response_len,
