@@ -46,7 +46,9 @@ def _train(args: argparse.Namespace) -> int:
     bar = _progress(cfg.workload.steps, disabled=args.no_progress)
     with staged_dir(out) as stage:
         try:
-            result = train(cfg, on_step=bar.update_step, verbose=args.verbose)
+            result = train(
+                cfg, on_step=bar.update_step, verbose=args.verbose, model_out=str(stage / "model")
+            )
         finally:
             bar.close()
         summary = write_run_dir(cfg, result, stage)

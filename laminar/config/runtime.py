@@ -58,7 +58,7 @@ class RepeatTask(Section):
 class WarmupConfig(Section):
     """Short supervised warm-up so RL starts from a model that sometimes succeeds."""
 
-    steps: int = Field(300, ge=0, le=1_000_000)
+    steps: int = Field(100, ge=0, le=1_000_000)
     """Supervised steps before RL (count, 0..1e6); 0 skips the warm-up."""
 
     batch: int = Field(64, ge=1, le=65536)
@@ -75,7 +75,7 @@ class WarmupConfig(Section):
 class GrpoConfig(Section):
     """GRPO: group-normalised advantages and a clipped ratio objective (optional KL)."""
 
-    lr: float = Field(1e-3, gt=0.0, le=1.0)
+    lr: float = Field(3e-4, gt=0.0, le=1.0)
     """AdamW learning rate (1/step, 0 < lr <= 1)."""
 
     clip_eps: float = Field(0.2, gt=0.0, le=10.0)
@@ -89,6 +89,10 @@ class GrpoConfig(Section):
 
     temperature: float = Field(1.0, gt=0.0, le=10.0)
     """Sampling temperature of the rollouts (dimensionless, 0 < t <= 10)."""
+
+    micro_batch_tokens: int = Field(4096, ge=1, le=10_000_000)
+    """Padded tokens per micro-batch of a step; sequences are grouped by length so the long tail
+    does not pad the rest (tokens, 1..1e7). Gradients of a step's micro-batches add up."""
 
 
 class RuntimeConfig(Section):
@@ -118,11 +122,26 @@ class RuntimeConfig(Section):
     """Fraction of GPU memory one cuda replica may take (0 < f <= 1)."""
 
     cpu_binds: list[str] = Field(default_factory=lambda: ["0", "1"], max_length=4096)
-    """Per-replica CPU core list for vLLM's OpenMP threads (e.g. ``["0", "1"]`` or ``["0-3"]``;
-    replica i takes entry i mod len; at most 4096 entries); empty leaves binding to vLLM."""
+    """Cores of the rollout replicas on CPU (replica i takes entry i mod len, e.g. ``["1"]`` or
+    ``["0-3", "4-7"]``; at most 4096 entries): its process and vLLM's OpenMP threads are pinned
+    there. In sync mode (colocated) the replicas spread over these and ``trainer_cpus`` (see
+    ``laminar/runtime/placement.py``). Empty: no pinning."""
+
+    trainer_cpus: str = Field("", max_length=1024)
+    """Cores of the trainer on CPU in laminar mode, e.g. ``"0"`` or ``"0-3"`` (0..1024
+    characters); its torch threads follow. Empty: not pinned, ``trainer_threads`` threads."""
+
+    rollout_threads: int = Field(0, ge=0, le=1024)
+    """OpenMP threads per rollout engine on CPU (count, 0..1024). 0: one thread per core of its
+    ``cpu_binds`` entry, each pinned (vLLM's own binding); n > 0: n threads free to run on any
+    core of the entry (``VLLM_CPU_OMP_THREADS_BIND=nobind``)."""
+
+    rollout_nice: int = Field(0, ge=0, le=19)
+    """Scheduling niceness of rollout processes on CPU (0..19). Rollouts sharing the trainer's
+    cores at a higher niceness use only the time the trainer leaves idle."""
 
     trainer_threads: int = Field(1, ge=1, le=1024)
-    """Torch threads of the trainer on CPU (count, 1..1024)."""
+    """Torch threads of an unpinned trainer on CPU (count, 1..1024)."""
 
     prefetch_steps: float = Field(1.0, ge=0.0, le=1000.0)
     """Laminar mode: prompt groups handed out but not yet consumed stay within
@@ -131,8 +150,28 @@ class RuntimeConfig(Section):
     flush_interval_s: float = Field(0.1, gt=0.0, le=60.0)
     """Seconds between streams of in-progress tokens to the partial-response pool (0 < s <= 60)."""
 
+    eval_prompts: int = Field(48, ge=0, le=100_000)
+    """Held-out prompts scored with the first and the final weights (count, 0..1e5); their mean
+    reward is ``reward_first`` / ``reward_last`` of the summary. 0 skips the evaluation."""
+
+    eval_samples: int = Field(4, ge=1, le=1024)
+    """Samples per held-out prompt (count, 1..1024), drawn like training samples."""
+
     checkpoint_every: int = Field(0, ge=0, le=1_000_000)
-    """Trainer checkpoint every N steps, for recovery (count, 0..1e6); 0: only at the end."""
+    """Trainer checkpoint (model, optimizer, version) every N steps, for recovery (count,
+    0..1e6); 0: none. The final policy is always saved in the run directory (``model/``)."""
+
+    step_timeout_s: float = Field(1800.0, gt=0.0, le=86400.0)
+    """A trainer step that takes longer than this fails the run with an error instead of
+    hanging (seconds, 0 < s <= 86400)."""
+
+    kill_rollout_at_step: int = Field(-1, ge=-1, le=1_000_000)
+    """Fault injection: kill the last rollout replica (like its machine failing) right after
+    this trainer step (step index, -1..1e6); -1 never. Its trajectories are recovered (§3.3)."""
+
+    kill_trainer_at_step: int = Field(-1, ge=-1, le=1_000_000)
+    """Fault injection: kill the trainer right after this trainer step (step index, -1..1e6)
+    and restart it from its last checkpoint (set ``checkpoint_every``); -1 never."""
 
     model: Annotated[TinyModel | PretrainedModel, Field(discriminator="type")] = Field(
         default_factory=TinyModel

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from laminar.config import LaminarConfig
+from laminar.runtime.placement import cpu_text, place
 from laminar.runtime.rollout import RolloutWorker
 
 OFFLINE_ENV = {
@@ -96,12 +97,39 @@ def ray_session(cfg: LaminarConfig, *, verbose: bool = False) -> Iterator[RunDir
 
 
 class RolloutActor(RolloutWorker):
-    """A :class:`RolloutWorker` that builds its vLLM engine inside its own actor process."""
+    """A :class:`RolloutWorker` that builds its vLLM engine inside its own actor process.
 
-    def __init__(self, replica_id: str, spec: Any, **kwargs: Any):
+    ``cpus``: cores for this process and the engine processes it starts (they inherit it).
+    """
+
+    def __init__(
+        self, replica_id: str, spec: Any, cpus: tuple[int, ...] = (), nice: int = 0, **kwargs: Any
+    ):
         from laminar.runtime.vllm_engine import VllmEngine
 
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+        if nice:
+            os.nice(nice)  # the engine processes started from here inherit it
         super().__init__(replica_id, VllmEngine(spec), **kwargs)
+
+    async def attach(self, weights: Any, pools: dict, t0_s: float, cpus: tuple = ()) -> None:
+        """Join a job (see ``RolloutWorker.attach``), on the job's cores when given."""
+        if cpus:
+            pin_tree(cpus)
+        await super().attach(weights, pools, t0_s)
+
+
+def pin_tree(cpus: tuple[int, ...]) -> None:
+    """Pin every thread of this process and of its descendants (the engine) to ``cpus``."""
+    import psutil
+
+    me = psutil.Process()
+    for proc in [me, *me.children(recursive=True)]:
+        with contextlib.suppress(OSError, psutil.Error):
+            for tid in os.listdir(f"/proc/{proc.pid}/task"):
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(int(tid), cpus)
 
 
 def rollout_options(cfg: LaminarConfig, index: int, dirs: RunDirs) -> dict:
@@ -110,8 +138,12 @@ def rollout_options(cfg: LaminarConfig, index: int, dirs: RunDirs) -> dict:
     env = dirs.env()
     if rt.device == "cpu":
         env["VLLM_CPU_KVCACHE_SPACE"] = str(rt.kv_cache_gib)
-        if rt.cpu_binds:  # before vLLM is imported in the actor (RUNTIME-NOTES: binding)
-            env["VLLM_CPU_OMP_THREADS_BIND"] = rt.cpu_binds[index % len(rt.cpu_binds)]
+        cpus = place(rt).rollout_cpus[index]
+        if rt.rollout_threads:  # threads float over the replica's cores
+            env["VLLM_CPU_OMP_THREADS_BIND"] = "nobind"
+            env["OMP_NUM_THREADS"] = str(rt.rollout_threads)
+        elif cpus:  # before vLLM is imported in the actor (RUNTIME-NOTES: binding)
+            env["VLLM_CPU_OMP_THREADS_BIND"] = cpu_text(list(cpus))
     opts: dict[str, Any] = {
         "num_cpus": 0,
         "num_gpus": 1 if rt.device == "cuda" else 0,

@@ -1,26 +1,21 @@
-"""One ``laminar train`` run: launch the actors, run laminar or sync mode, collect the ledger.
-
-The two modes share everything but the loop (so the speedup is measured on the same model,
-task and CPUs):
-
-- **laminar** (paper §3.2): rollouts run on their own — admit prompt groups, stream tokens,
-  drain and pull the newest weights when one is published; the rollout manager repacks long
-  tails (§5); the trainer consumes whole groups as they finish and publishes a version per step.
-- **sync** (verl-like): every step, all rollouts load the newest weights, generate one global
-  batch to the last token, then the trainer trains on it.
+"""One ``laminar train`` run: launch the actors (Ray local or ``runtime.address``), run the
+loop of the chosen mode (``laminar.runtime.loops``), evaluate, collect, and tear everything down
+whatever happens (engines stopped, a dead rollout's leftovers reaped, Ray shut down).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
 from laminar.config import LaminarConfig
-from laminar.runtime import cluster
+from laminar.runtime import cluster, loops
 from laminar.runtime.engine import EngineSpec
 from laminar.runtime.manager import RolloutManager
+from laminar.runtime.placement import place
 from laminar.runtime.pools import ExperienceBuffer, PartialResponsePool, PromptPool
 from laminar.runtime.relay.tier import weight_path_for
 from laminar.runtime.trainer import Trainer
@@ -39,23 +34,51 @@ class Actors:
     rollouts: dict[str, Any]
     manager: Any
     info: dict = field(default_factory=dict)
-    close_weights: Callable[[], None] = lambda: None
-    """Tears the weight path down (stops the relay workers when ``relay.enabled``)."""
+    procs: dict[str, dict] = field(default_factory=dict)
+    """Per rollout: the engine processes and /dev/shm files it created (cleanup if it dies)."""
+    dead: set[str] = field(default_factory=set)
+    weights: Any = None
+    """The weight path (publisher and source), for a restarted trainer."""
+    new_trainer: Callable[[], Any] | None = None
+    checkpoint_path: str = ""
+
+    def live(self) -> dict[str, Any]:
+        """Rollouts not known to be dead."""
+        return {rid: h for rid, h in self.rollouts.items() if rid not in self.dead}
 
 
-def launch(cfg: LaminarConfig, dirs: cluster.RunDirs, t0_s: float) -> Actors:
-    """Create every actor, warm the model up and start the engines (concurrently)."""
+def launch(
+    cfg: LaminarConfig,
+    dirs: cluster.RunDirs,
+    t0_s: float,
+    stack: ExitStack,
+    rollouts: dict[str, Any] | None = None,
+    job: str = "job",
+) -> Actors:
+    """Create a job's actors (trainer, pools, manager), warm the model up and attach rollouts.
+
+    ``rollouts=None`` creates and starts the engines too, concurrently with the warm-up; a
+    benchmark passes the engines of a previous job instead (``job`` names its scratch
+    directory). Teardown steps go on ``stack`` as soon as there is something to tear down, so a
+    run that fails half-way still stops its engines (their processes and shared memory).
+    """
     import ray
 
     rt, wl = cfg.runtime, cfg.workload
+    job_dir = dirs.shm / job
     buffer = cluster.actor(ExperienceBuffer).remote(wl.samples_per_prompt, t0_s)
     partial = cluster.actor(PartialResponsePool).remote()
-    trainer = cluster.actor(Trainer, num_gpus=int(rt.device == "cuda")).remote(
-        cfg.model_dump(mode="json"), str(dirs.shm), buffer
-    )
+
+    def new_trainer() -> Any:
+        return cluster.actor(Trainer, num_gpus=int(rt.device == "cuda")).remote(
+            cfg.model_dump(mode="json"), str(job_dir), buffer
+        )
+
+    trainer = new_trainer()
     info = ray.get(trainer.setup.remote())
-    # relay.enabled: one relay worker per Ray node (§4); else the single-machine /dev/shm store
-    store, close_weights = weight_path_for(cfg, dirs.shm, info["config_json"])
+    # The weight path (§4): relay workers when relay.enabled, else one /dev/shm store.
+    store, close_weights = weight_path_for(cfg, job_dir, info["config_json"])
+    stack.callback(close_weights)
     prompts = cluster.actor(PromptPool).remote(
         rt.task,
         seed=cfg.seed,
@@ -67,29 +90,21 @@ def launch(cfg: LaminarConfig, dirs: cluster.RunDirs, t0_s: float) -> Actors:
         model_dir=info["model_dir"],
     )
     pools = {"prompts": prompts, "partial": partial, "buffer": buffer}
-    rollouts = {
-        f"r{i}": cluster.actor(
-            cluster.RolloutActor, **cluster.rollout_options(cfg, i, dirs)
-        ).remote(
-            f"r{i}",
-            _engine_spec(cfg, info, i),
-            weights=store,
-            pools=pools,
-            task=rt.task,
-            seed=cfg.seed,
-            max_response_len=wl.max_response_len,
-            max_batch=rt.max_batch,
-            samples_per_prompt=wl.samples_per_prompt,
-            model_type=rt.model.type,
-            model_dir=info["model_dir"],
-            t0_s=t0_s,
-            flush_interval_s=rt.flush_interval_s,
-        )
-        for i in range(rt.rollouts)
-    }
-    started = [r.start.remote() for r in rollouts.values()]
+    started = []
+    if rollouts is None:
+        rollouts = {f"r{i}": _rollout(cfg, dirs, info, i) for i in range(rt.rollouts)}
+        stack.callback(shutdown_engines, rollouts)  # a dead one is skipped after its timeout
+        started = [r.start.remote() for r in rollouts.values()]
+    placement = place(rt)
+    ray.get(
+        [
+            r.attach.remote(store, pools, t0_s, placement.rollout_cpus[i])
+            for i, r in enumerate(rollouts.values())
+        ]
+    )
     info.update(ray.get(trainer.warmup.remote(store)))  # overlaps the engines' start-up
-    info["engine_start_s"] = ray.get(started)
+    footprints = ray.get(started)
+    info["engine_start_s"] = [f["start_s"] for f in footprints]
     if not cfg.relay.enabled:
         _check_one_machine(trainer, rollouts)
     manager = cluster.actor(RolloutManager).remote(
@@ -99,7 +114,46 @@ def launch(cfg: LaminarConfig, dirs: cluster.RunDirs, t0_s: float) -> Actors:
         repack_enabled=cfg.repack.enabled and rt.mode == "laminar",
         t0_s=t0_s,
     )
-    return Actors(trainer, prompts, partial, buffer, rollouts, manager, info, close_weights)
+    a = Actors(trainer, prompts, partial, buffer, rollouts, manager, info)
+    a.procs = dict(zip(rollouts, footprints, strict=False))
+    a.weights, a.new_trainer = store, new_trainer
+    a.checkpoint_path = str(dirs.tmp / f"{job}-checkpoint.pt")
+    return a
+
+
+def end_job(a: Actors) -> None:
+    """Free a finished job's own actors; its rollouts (engines) stay for the next job."""
+    import ray
+
+    for handle in (a.trainer, a.prompts, a.partial, a.buffer, a.manager):
+        ray.kill(handle)
+
+
+def _rollout(cfg: LaminarConfig, dirs: cluster.RunDirs, info: dict, index: int) -> Any:
+    rt, wl = cfg.runtime, cfg.workload
+    options = cluster.rollout_options(cfg, index, dirs)
+    return cluster.actor(cluster.RolloutActor, **options).remote(
+        f"r{index}",
+        _engine_spec(cfg, info, index),
+        cpus=place(rt).rollout_cpus[index],
+        nice=rt.rollout_nice if rt.device == "cpu" else 0,
+        task=rt.task,
+        seed=cfg.seed,
+        max_response_len=wl.max_response_len,
+        max_batch=rt.max_batch,
+        samples_per_prompt=wl.samples_per_prompt,
+        model_type=rt.model.type,
+        model_dir=info["model_dir"],
+        flush_interval_s=rt.flush_interval_s,
+    )
+
+
+def shutdown_engines(rollouts: dict[str, Any], timeout_s: float = 120.0) -> None:
+    """Stop every engine that still answers (vLLM then removes its processes and /dev/shm)."""
+    import ray
+
+    refs = [r.shutdown.remote() for r in rollouts.values()]
+    ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
 
 
 def _engine_spec(cfg: LaminarConfig, info: dict, index: int) -> EngineSpec:
@@ -130,83 +184,35 @@ def _check_one_machine(trainer: Any, rollouts: dict[str, Any]) -> None:
         )
 
 
-def run_laminar(a: Actors, steps: int, on_step: StepCallback) -> list[dict]:
-    """Trajectory-level asynchrony: rollouts and manager run free; the trainer paces the run."""
+def train(
+    cfg: LaminarConfig,
+    *,
+    on_step: StepCallback,
+    verbose: bool = False,
+    model_out: str | None = None,
+) -> dict:
+    """Run ``cfg`` end to end; return the raw results (``laminar.runtime.outputs`` writes them).
+
+    ``model_out``: a directory to save the final policy into (Hugging Face format).
+    """
     import ray
 
-    loops = [r.run_laminar.remote() for r in a.rollouts.values()]
-    manager_loop = a.manager.run.remote()
-    rows = []
-    try:
-        for step in range(steps):
-            m = ray.get(a.trainer.step.remote(step))
-            a.prompts.advance.remote(step + 1)
-            on_step(m)
-            rows.append(m)
-    finally:
-        ray.get(a.manager.stop.remote())
-        ray.get(manager_loop)
-        ray.get([r.stop.remote() for r in a.rollouts.values()])
-        ray.get(loops)
-    return rows
-
-
-def run_sync(a: Actors, steps: int, prompts_per_step: int, on_step: StepCallback) -> list[dict]:
-    """verl-like: load weights everywhere, generate the whole batch, then train."""
-    import ray
-
-    manager_loop = a.manager.run.remote()  # repack off: it only records KV use
-    workers = list(a.rollouts.values())
-    rows = []
-    try:
-        for step in range(steps):
-            t = time.perf_counter()
-            ray.get([w.load_latest.remote() for w in workers])
-            groups = ray.get(a.prompts.take.remote(prompts_per_step))
-            ray.get([w.run_groups.remote(groups[i :: len(workers)]) for i, w in enumerate(workers)])
-            gen_s = time.perf_counter() - t
-            m = ray.get(a.trainer.step.remote(step))
-            m["gen_s"] = gen_s
-            on_step(m)
-            rows.append(m)
-    finally:
-        ray.get(a.manager.stop.remote())
-        ray.get(manager_loop)
-        ray.get([w.stop.remote() for w in workers])
-    return rows
-
-
-def collect(a: Actors) -> dict:
-    """Everything the run directory needs, read from the actors after the loop stopped."""
-    import ray
-
-    out = {
-        "ledger": ray.get(a.buffer.ledger.remote()),
-        "pending": ray.get(a.partial.pending.remote()),
-        "issued_groups": ray.get(a.prompts.issued_groups.remote()),
-        "rollout_stats": ray.get([r.stats.remote() for r in a.rollouts.values()]),
-        "manager": ray.get(a.manager.report.remote()),
-    }
-    handles = {"trainer": a.trainer, **a.rollouts}
-    out["peak_rss_bytes"] = {name: cluster.peak_rss_bytes(h) for name, h in handles.items()}
-    ray.get([r.shutdown.remote() for r in a.rollouts.values()])
-    return out
-
-
-def train(cfg: LaminarConfig, *, on_step: StepCallback, verbose: bool = False) -> dict:
-    """Run ``cfg`` end to end; return the raw results (``laminar.runtime.outputs`` writes them)."""
     t0 = time.time()
-    with cluster.ray_session(cfg, verbose=verbose) as dirs:
-        actors = launch(cfg, dirs, t0)
+    with cluster.ray_session(cfg, verbose=verbose) as dirs, ExitStack() as stack:
+        actors = launch(cfg, dirs, t0, stack)
+        first = loops.evaluate(actors, cfg)
         setup_s = time.time() - t0
         loop_t = time.perf_counter()
-        wl = cfg.workload
+        stack.callback(loops.reap_dead, actors)
         if cfg.runtime.mode == "laminar":
-            steps = run_laminar(actors, wl.steps, on_step)
+            steps = loops.run_laminar(actors, cfg, on_step)
         else:
-            steps = run_sync(actors, wl.steps, wl.prompts_per_step, on_step)
+            steps = loops.run_sync(actors, cfg, on_step)
         wall_s = time.perf_counter() - loop_t
-        result = collect(actors)
-        actors.close_weights()
+        last = loops.evaluate(actors, cfg)
+        result = loops.collect(actors)
+        if model_out is not None:
+            ray.get(actors.trainer.save_model.remote(model_out))
     result.update(steps=steps, wall_s=wall_s, setup_s=setup_s, info=actors.info, run_id=dirs.run_id)
+    result.update(eval_first=first, eval_last=last)
     return result

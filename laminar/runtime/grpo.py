@@ -78,10 +78,15 @@ def grpo_loss(
     *,
     ref_logprobs: torch.Tensor | None = None,
     kl_coef: float = 0.0,
+    denom_tokens: float | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Clipped surrogate (token mean) + ``kl_coef`` × k3 KL to the reference; and metrics."""
+    """Clipped surrogate (token mean) + ``kl_coef`` × k3 KL to the reference; and metrics.
+
+    ``denom_tokens``: response tokens of the whole step when ``batch`` is one micro-batch of it,
+    so the micro-batches' losses (and metrics) add up to the step's token mean.
+    """
     mask = batch.loss_mask
-    denom = mask.sum().clamp(min=1.0)
+    denom = torch.tensor(float(denom_tokens)) if denom_tokens else mask.sum().clamp(min=1.0)
     old = torch.where(torch.isnan(batch.old_logprobs), new_logprobs.detach(), batch.old_logprobs)
     log_ratio = (new_logprobs - old).clamp(-20.0, 20.0)
     ratio = torch.exp(log_ratio)
@@ -100,6 +105,26 @@ def grpo_loss(
         loss = loss + kl_coef * kl
         metrics["kl"] = float(kl.item())
     return loss, metrics
+
+
+def micro_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
+    """Indices grouped by similar length so each padded micro-batch stays within ``max_tokens``.
+
+    A long tail makes one padded batch mostly padding (the longest answer is ~10x the median);
+    sorting by length first keeps the padding small. A sequence longer than ``max_tokens`` gets
+    a micro-batch of its own.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    out: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        if current and lengths[i] * (len(current) + 1) > max_tokens:
+            out.append(current)
+            current = []
+        current.append(i)
+    if current:
+        out.append(current)
+    return out
 
 
 def sft_loss(model: Any, batch: Batch) -> torch.Tensor:

@@ -14,14 +14,30 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import replace
+from pathlib import Path
 
 from laminar.config.runtime import RepeatTask
-from laminar.runtime.codec import make_codec
+from laminar.runtime.codec import make_codec, prompt_ids
 from laminar.runtime.engine import Engine
 from laminar.runtime.records import PromptGroup, Traj
 from laminar.runtime.stream import PartialStreamer
-from laminar.runtime.task import RepeatTaskGen
+from laminar.runtime.task import EVAL_STREAM, RepeatTaskGen
 from laminar.runtime.weights import WeightSource
+
+
+def engine_footprint() -> dict:
+    """Child processes of this process and the /dev/shm files they map."""
+    import psutil
+
+    pids, shm = [], set()
+    for child in psutil.Process().children(recursive=True):
+        pids.append((child.pid, child.create_time()))
+        try:
+            maps = Path(f"/proc/{child.pid}/maps").read_text().splitlines()
+        except OSError:
+            continue
+        shm.update(line.split()[-1] for line in maps if "/dev/shm/" in line)
+    return {"pids": pids, "shm": sorted(shm)}
 
 
 class RolloutWorker:
@@ -32,8 +48,6 @@ class RolloutWorker:
         replica_id: str,
         engine: Engine,
         *,
-        weights: WeightSource,
-        pools: dict,
         task: RepeatTask,
         seed: int,
         max_response_len: int,
@@ -41,20 +55,41 @@ class RolloutWorker:
         samples_per_prompt: int,
         model_type: str,
         model_dir: str,
-        t0_s: float,
         flush_interval_s: float,
     ):
         self.replica_id = replica_id
         self.engine = engine
-        self.weights = weights
-        self.prompt_pool = pools["prompts"]
         self.gen = RepeatTaskGen(task, seed=seed, max_answer_len=max_response_len - 1)
         self.codec = make_codec(model_type, model_dir)
         self.max_response_len = max_response_len
         self.max_batch = max_batch
         self.samples_per_prompt = samples_per_prompt
+        self.flush_interval_s = flush_interval_s
+        self.streamer: PartialStreamer | None = None
+
+    async def start(self) -> dict:
+        """Build the engine and warm it up (the first step is slow).
+
+        Returns the seconds taken and what the engine created on this machine (its processes
+        and shared-memory files), so a driver can clean up after this replica if it dies.
+        """
+        t = time.perf_counter()
+        await self.engine.start()
+        async for _ in self.engine.generate(f"{self.replica_id}-warmup", [0, 1], 2):
+            pass
+        return {"start_s": time.perf_counter() - t, **engine_footprint()}
+
+    async def attach(self, weights: WeightSource, pools: dict, t0_s: float) -> None:
+        """Join a training job: its weight path, its pools, its clock; start from scratch.
+
+        A replica serves one job at a time; a benchmark runs several jobs on the same engines.
+        """
+        if self.streamer is not None:
+            await self.streamer.close()
+        self.weights = weights
+        self.prompt_pool = pools["prompts"]
         self.t0_s = t0_s
-        self.version = -1  # the engine starts with unpublished weights
+        self.version = -1  # the engine holds no published weights of this job yet
         self.trajs: dict[str, Traj] = {}
         self.tasks: dict[str, asyncio.Task] = {}
         self.pins = 0  # adopts in progress: no weight load until they land
@@ -62,19 +97,11 @@ class RolloutWorker:
         self.loop_task: asyncio.Task | None = None
         self.loads: list[tuple[float, int, float]] = []  # (at_s, version, load_s)
         self.gen_tokens = 0
-        self.streamer = PartialStreamer(pools["partial"], pools["buffer"], flush_interval_s)
+        self.streamer = PartialStreamer(pools["partial"], pools["buffer"], self.flush_interval_s)
+        self.streamer.start()
 
     def now_s(self) -> float:
         return time.time() - self.t0_s
-
-    async def start(self) -> float:
-        """Build the engine and warm it up (the first step is slow); return the seconds taken."""
-        t = time.perf_counter()
-        await self.engine.start()
-        async for _ in self.engine.generate(f"{self.replica_id}-warmup", [0, 1], 2):
-            pass
-        self.streamer.start()
-        return time.perf_counter() - t
 
     # -- weights --------------------------------------------------------------------------
 
@@ -96,14 +123,15 @@ class RolloutWorker:
 
     # -- generation -----------------------------------------------------------------------
 
-    def submit(self, trajs: list[Traj]) -> None:
+    async def submit(self, trajs: list[Traj]) -> None:
         """Start (or continue, for migrated ones) generating ``trajs`` on this replica."""
         for t in trajs:
             if t.version != self.version:
                 raise ValueError(f"{t.traj_id} has version {t.version}, replica {self.version}")
             t.replica_id = self.replica_id
-            self.trajs[t.traj_id] = t
-            self.streamer.register(t)
+            self.trajs[t.traj_id] = t  # held from now on: no weight load until it finishes
+        await self.streamer.register(trajs)
+        for t in trajs:
             self.tasks[t.traj_id] = asyncio.create_task(self._generate(t))
 
     async def _generate(self, t: Traj) -> None:
@@ -130,15 +158,17 @@ class RolloutWorker:
         del self.trajs[t.traj_id]
         self.streamer.finished(t)
 
-    def submit_groups(self, groups: list[PromptGroup]) -> None:
+    async def submit_groups(self, groups: list[PromptGroup]) -> None:
         """Start every sample of ``groups`` with the current weight version."""
         now = self.now_s()
-        for g in groups:
-            self.submit(g.trajectories(self.version, self.max_response_len, now))
+        trajs = [
+            t for g in groups for t in g.trajectories(self.version, self.max_response_len, now)
+        ]
+        await self.submit(trajs)
 
     async def run_groups(self, groups: list[PromptGroup]) -> int:
         """Sync mode: generate ``groups`` to the end and hand them to the buffer."""
-        self.submit_groups(groups)
+        await self.submit_groups(groups)
         while self.tasks:
             await asyncio.gather(*list(self.tasks.values()), return_exceptions=True)
         await self.streamer.flush()
@@ -156,8 +186,30 @@ class RolloutWorker:
             elif self.version >= 0:
                 k = (self.max_batch - len(self.trajs)) // self.samples_per_prompt
                 if k > 0 or not self.trajs:
-                    self.submit_groups(await self.prompt_pool.take.remote(max(k, 1)))
+                    await self.submit_groups(await self.prompt_pool.take.remote(max(k, 1)))
             await asyncio.sleep(poll_s)
+
+    async def evaluate(self, prompt_ids_list: list[int], samples: int) -> list[float]:
+        """Rewards of ``samples`` answers to each held-out prompt, with the current weights.
+
+        Held-out prompts come from their own stream and bypass the pools: they are not training
+        data and are not counted in the run's ledger or throughput.
+        """
+
+        async def one(pid: int, k: int) -> float:
+            p = self.gen.prompt(pid, stream=EVAL_STREAM)
+            tokens, reason = [], None
+            rid = f"eval-v{self.version}-{pid}-{k}"
+            async for d in self.engine.generate(
+                rid, prompt_ids(self.codec, p.text), self.max_response_len
+            ):
+                tokens.extend(d.token_ids)
+                reason = d.finish_reason
+            body = tokens[:-1] if reason == "stop" else tokens
+            return self.gen.reward(p, self.codec.decode(body), finished=reason == "stop")
+
+        jobs = [one(pid, k) for pid in prompt_ids_list for k in range(samples)]
+        return list(await asyncio.gather(*jobs))
 
     # -- repack and recovery (carried out for the rollout manager) --------------------------
 
@@ -210,7 +262,7 @@ class RolloutWorker:
     async def adopt(self, trajs: list[Traj], *, pinned: bool = True) -> None:
         """Continue trajectories moved here: prompt + partial tokens, their one version."""
         try:
-            self.submit([replace(t, migrations=t.migrations + 1) for t in trajs])
+            await self.submit([replace(t, migrations=t.migrations + 1) for t in trajs])
         finally:
             if pinned:
                 await self.unpin()

@@ -25,7 +25,6 @@ class PartialStreamer:
         self.interval_s = interval_s
         self.tracked: dict[str, Traj] = {}
         self.sent: dict[str, int] = {}  # traj_id -> tokens the pool already holds
-        self.fresh: set[str] = set()
         self.done: list[Traj] = []
         self.lock = asyncio.Lock()
         self.closing = asyncio.Event()
@@ -34,42 +33,43 @@ class PartialStreamer:
     def start(self) -> None:
         self.loop_task = asyncio.create_task(self._loop())
 
-    def register(self, t: Traj) -> None:
-        """Track ``t``; the next flush sends it whole (replacing what the pool had)."""
-        self.tracked[t.traj_id] = t
-        self.fresh.add(t.traj_id)
+    async def register(self, trajs: list[Traj]) -> None:
+        """Send ``trajs`` whole to the pool now, then stream their new tokens.
+
+        Awaited before their generation starts: a trajectory this replica holds is in the pool
+        before it can be lost with the replica (§3.3: recovery reads the pool).
+        """
+        copies = [replace(t, tokens=list(t.tokens), logprobs=list(t.logprobs)) for t in trajs]
+        for t in trajs:
+            self.tracked[t.traj_id] = t
+            self.sent[t.traj_id] = len(t.tokens)
+        await self.partial_pool.update.remote(copies, [], [])
 
     def finished(self, t: Traj) -> None:
         """``t`` is complete: to the buffer at the next flush, then out of the partial pool."""
         self.tracked.pop(t.traj_id, None)
-        self.fresh.discard(t.traj_id)
         self.sent.pop(t.traj_id, None)
         self.done.append(t)
 
     def forget(self, traj_id: str) -> None:
         """Stop streaming ``traj_id`` (it moved; its new replica registers it whole)."""
         self.tracked.pop(traj_id, None)
-        self.fresh.discard(traj_id)
         self.sent.pop(traj_id, None)
 
     async def flush(self) -> None:
         """Send what changed since the last flush."""
         async with self.lock:
-            fresh, deltas = [], []
+            deltas = []
             for tid, t in self.tracked.items():
-                n = len(t.tokens)
-                if tid in self.fresh:
-                    fresh.append(replace(t, tokens=t.tokens[:n], logprobs=t.logprobs[:n]))
-                elif n > self.sent.get(tid, 0):
-                    k = self.sent[tid]
+                n, k = len(t.tokens), self.sent[tid]
+                if n > k:
                     deltas.append((tid, k, t.tokens[k:n], t.logprobs[k:n]))
-                self.sent[tid] = n
-            self.fresh.clear()
+                    self.sent[tid] = n
             done, self.done = self.done, []
             if done:
                 await self.buffer.add.remote(done)  # buffer first: never held by neither
-            if fresh or deltas or done:
-                await self.partial_pool.update.remote(fresh, deltas, [t.traj_id for t in done])
+            if deltas or done:
+                await self.partial_pool.update.remote([], deltas, [t.traj_id for t in done])
 
     async def _loop(self) -> None:
         while not self.closing.is_set():

@@ -18,6 +18,7 @@ from laminar.config.runtime import RepeatTask
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 Z_99 = 2.3263478740408408  # standard normal quantile at 0.99
+RL_STREAM, WARMUP_STREAM, EVAL_STREAM = 0, 1, 2  # disjoint prompt streams of one seed
 
 
 @dataclass(frozen=True, slots=True)

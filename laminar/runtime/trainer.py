@@ -16,6 +16,7 @@ from typing import Any
 
 from laminar.config import LaminarConfig
 from laminar.policy.staleness import staleness
+from laminar.runtime.placement import place
 from laminar.runtime.weights import WeightPublisher
 
 
@@ -41,7 +42,10 @@ class Trainer:
         from laminar.runtime.codec import make_codec
 
         rt = self.cfg.runtime
-        torch.set_num_threads(rt.trainer_threads)
+        where = place(rt)
+        if where.trainer_cpus:
+            os.sched_setaffinity(0, where.trainer_cpus)
+        torch.set_num_threads(where.trainer_threads(rt.trainer_threads))
         torch.manual_seed(self.cfg.seed)
         if rt.model.type == "tiny":
             kw = tinymodel.llama_config(
@@ -69,6 +73,11 @@ class Trainer:
 
     def warmup(self, publisher: WeightPublisher) -> dict:
         """Supervised warm-up (or its cache), then publish it as version 0."""
+        info = self._prepare(publisher)
+        info["publish_s"] = self.publish()
+        return info
+
+    def _prepare(self, publisher: WeightPublisher) -> dict:
         import copy
 
         import torch
@@ -79,10 +88,30 @@ class Trainer:
         self.publisher = publisher
         g = self.cfg.runtime.grpo
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=g.lr, weight_decay=0.0)
-        if g.kl_coef > 0:
+        if g.kl_coef > 0:  # the KL reference is the warm-up model
             self.ref_model = copy.deepcopy(self.model).eval()
-        info["publish_s"] = self.publish()
         return info
+
+    def resume(self, publisher: WeightPublisher, checkpoint: str) -> int:
+        """A restarted trainer (§3.3): load the checkpoint and go on publishing.
+
+        Versions stay increasing: the dead trainer may have published past its checkpoint, so
+        the next version follows the newest one published, not the checkpoint's.
+        """
+        self._prepare(publisher)
+        version = self.load_checkpoint(checkpoint)
+        latest = publisher.latest() if hasattr(publisher, "latest") else None
+        self.version = max(version, latest[0] if latest else version)
+        return self.version
+
+    def save_model(self, out_dir: str) -> str:
+        """The current policy as a Hugging Face model directory (weights, config, tokenizer)."""
+        from laminar.runtime import tinymodel
+
+        self.model.save_pretrained(out_dir, safe_serialization=True)
+        if self.cfg.runtime.model.type == "tiny":
+            tinymodel.build_tokenizer().save_pretrained(out_dir)
+        return out_dir
 
     def publish(self) -> float:
         """Hand the current weights to the weight path as ``self.version``; return the stall."""
@@ -123,27 +152,47 @@ class Trainer:
         return metrics
 
     def _update(self, groups: list) -> dict:
+        """One optimizer step over length-sorted micro-batches (gradients accumulated)."""
         import torch
 
-        from laminar.runtime.grpo import build_batch, group_advantages, grpo_loss, token_logprobs
+        from laminar.runtime.grpo import group_advantages, micro_batches
 
-        g = self.cfg.runtime.grpo
         adv = group_advantages([[t.reward for t in grp] for grp in groups])
         trajs = [t for grp in groups for t in grp]
-        batch = build_batch(trajs, [a for grp in adv for a in grp], self.codec.pad_id)
+        advantages = [a for grp in adv for a in grp]
+        denom = max(1, sum(len(t.tokens) for t in trajs))
+        lengths = [len(t.prompt_ids) + len(t.tokens) for t in trajs]
         self.model.train()
+        self.opt.zero_grad()
+        totals: dict[str, float] = {}
+        for idx in micro_batches(lengths, self.cfg.runtime.grpo.micro_batch_tokens):
+            part = self._micro_step([trajs[i] for i in idx], [advantages[i] for i in idx], denom)
+            for k, v in part.items():
+                totals[k] = totals.get(k, 0.0) + v
+        g = self.cfg.runtime.grpo
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), g.max_grad_norm)
+        self.opt.step()
+        self.model.eval()
+        totals.update(loss=totals.get("pg_loss", 0.0) + g.kl_coef * totals.get("kl", 0.0))
+        totals["grad_norm"] = float(grad_norm)
+        return totals
+
+    def _micro_step(self, trajs: list, advantages: list[float], denom: int) -> dict:
+        import torch
+
+        from laminar.runtime.grpo import build_batch, grpo_loss, token_logprobs
+
+        g = self.cfg.runtime.grpo
+        batch = build_batch(trajs, advantages, self.codec.pad_id)
         new_lp = token_logprobs(self.model, batch.input_ids, batch.attention_mask)
         ref_lp = None
         if self.ref_model is not None:
             with torch.no_grad():
                 ref_lp = token_logprobs(self.ref_model, batch.input_ids, batch.attention_mask)
-        loss, metrics = grpo_loss(new_lp, batch, g.clip_eps, ref_logprobs=ref_lp, kl_coef=g.kl_coef)
-        self.opt.zero_grad()
+        loss, metrics = grpo_loss(
+            new_lp, batch, g.clip_eps, ref_logprobs=ref_lp, kl_coef=g.kl_coef, denom_tokens=denom
+        )
         loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), g.max_grad_norm)
-        self.opt.step()
-        self.model.eval()
-        metrics.update(loss=float(loss.item()), grad_norm=float(grad_norm))
         return metrics
 
     def save_checkpoint(self, path: str) -> str:

@@ -55,6 +55,7 @@ class VllmEngine:
             stop_token_ids=[s.eos_token_id],
             detokenize=False,
             output_kind=RequestOutputKind.DELTA,
+            stream_interval=s.stream_interval,  # an abort still delivers the buffered tokens
             max_tokens=1,
         )
 

@@ -19,9 +19,7 @@ from typing import Any
 from laminar.config import LaminarConfig
 from laminar.runtime.grpo import build_batch, sft_loss
 from laminar.runtime.records import Traj
-from laminar.runtime.task import RepeatTaskGen
-
-WARMUP_STREAM = 1  # task stream of warm-up prompts (RL prompts use stream 0)
+from laminar.runtime.task import WARMUP_STREAM, RepeatTaskGen
 
 
 def warmup_key(cfg: LaminarConfig) -> str:

@@ -29,6 +29,8 @@ class System:
     workers: dict[str, RolloutWorker]
     manager: RolloutManager
     prompts_per_step: int
+    pools: dict
+    t0_s: float
     consumed: list = field(default_factory=list)
 
 
@@ -66,8 +68,6 @@ def build(
         f"r{i}": RolloutWorker(
             f"r{i}",
             FakeEngine(step_s),
-            weights=store,
-            pools=pools,
             task=task,
             seed=0,
             max_response_len=MAX_RESPONSE_LEN,
@@ -75,7 +75,6 @@ def build(
             samples_per_prompt=n,
             model_type="tiny",
             model_dir="",
-            t0_s=t0,
             flush_interval_s=0.01,
         )
         for i in range(workers)
@@ -87,7 +86,17 @@ def build(
         repack_enabled=repack,
         t0_s=t0,
     )
-    return System(store, prompts, partial, buffer, ws, manager, prompts_per_step)
+    return System(store, prompts, partial, buffer, ws, manager, prompts_per_step, pools, t0)
+
+
+async def boot(s: System, *, load: bool = True) -> None:
+    """Publish version 0, start every engine, attach the workers to the job (and load v0)."""
+    s.store.publish(0, b"weights 0")
+    for w in s.workers.values():
+        await w.start()
+        await w.attach(s.store, s.pools, s.t0_s)
+        if load:
+            await w.load_latest()
 
 
 async def trainer(s: System, steps: int) -> None:
@@ -101,9 +110,7 @@ async def trainer(s: System, steps: int) -> None:
 
 async def run_laminar(s: System, steps: int) -> None:
     """Start every worker, run ``steps`` trainer steps in laminar mode, then stop everything."""
-    s.store.publish(0, b"weights 0")
-    for w in s.workers.values():
-        await w.start()
+    await boot(s, load=False)
     loops = [asyncio.create_task(w.run_laminar(poll_s=0.002)) for w in s.workers.values()]
     mgr = asyncio.create_task(s.manager.run())
     await asyncio.wait_for(trainer(s, steps), timeout=60)

@@ -58,3 +58,32 @@ def test_kl_term_pulls_towards_the_reference():
     loss.backward()
     assert m["kl"] == pytest.approx(math.exp(-1) - (-1) - 1)
     assert lp.grad.item() > 0  # lowering the log-prob towards the reference lowers the loss
+
+
+def test_micro_batches_cover_everything_within_budget():
+    from laminar.runtime.grpo import micro_batches
+
+    lengths = [5, 100, 7, 6, 50, 8, 300]
+    parts = micro_batches(lengths, 120)
+    assert sorted(i for p in parts for i in p) == list(range(len(lengths)))
+    for p in parts:
+        assert max(lengths[i] for i in p) * len(p) <= 120 or len(p) == 1
+    assert [6] in parts  # longer than the budget: alone
+
+
+def test_micro_batched_loss_adds_up_to_the_full_batch():
+    torch.manual_seed(0)
+    trajs = [
+        Traj(str(i), 0, i, (1, 2), 0, 9, tokens=[3] * n, logprobs=[-1.0] * n)
+        for i, n in enumerate([1, 4, 2, 7])
+    ]
+    adv = [1.0, -0.5, 0.3, -0.8]
+    lp_full = torch.randn(4, 9) * 0.1 - 1.0
+    full, _ = grpo_loss(lp_full[:, :8], build_batch(trajs, adv, 0), 0.2)
+    total = 0.0
+    for idx in ([0, 2], [1, 3]):
+        b = build_batch([trajs[i] for i in idx], [adv[i] for i in idx], 0)
+        width = b.loss_mask.shape[1]
+        part, _ = grpo_loss(lp_full[idx, :width], b, 0.2, denom_tokens=14)
+        total += part.item()
+    assert total == pytest.approx(full.item(), rel=1e-5)

@@ -98,8 +98,7 @@ def test_streamer_close_never_cuts_a_flush_in_half():
     async def go():
         s = PartialStreamer(LocalHandle(pool), LocalHandle(SlowBuffer()), interval_s=0.001)
         t = _traj(0, 0, tokens=[5])
-        s.register(t)
-        await s.flush()
+        await s.register([t])
         s.start()
         s.finished(t)
         await asyncio.sleep(0.01)  # the loop's flush is now inside SlowBuffer.add

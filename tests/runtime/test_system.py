@@ -68,14 +68,11 @@ def test_runtime_and_simulator_share_plan_repack():
 
 
 async def _repack_scenario(s, calls):
-    s.store.publish(0, b"w0")
-    for w in s.workers.values():
-        await w.start()
-        await w.load_latest()
+    await harness.boot(s)
     r0, r1 = s.workers["r0"], s.workers["r1"]
     # Each replica: a short group that finishes at once and a long one, the long tail.
-    r0.submit_groups([_group(0, "2*a="), _group(1, "40*b=")])
-    r1.submit_groups([_group(2, "3*c="), _group(3, "45*d=")])
+    await r0.submit_groups([_group(0, "2*a="), _group(1, "40*b=")])
+    await r1.submit_groups([_group(2, "3*c="), _group(3, "45*d=")])
     for _ in range(400):
         if await s.manager.check():
             break
@@ -137,12 +134,9 @@ class _Dead:
 
 
 async def _recovery_scenario(s):
-    s.store.publish(0, b"w0")
-    for w in s.workers.values():
-        await w.start()
-        await w.load_latest()
+    await harness.boot(s)
     r0 = s.workers["r0"]
-    r0.submit_groups([_group(0, "30*a="), _group(1, "35*b=")])
+    await r0.submit_groups([_group(0, "30*a="), _group(1, "35*b=")])
     await asyncio.sleep(0.03)  # some tokens generated and streamed to the partial pool
     await r0.streamer.flush()
     streamed = {t.traj_id: len(t.tokens) for t in s.partial.on_replica("r0")}
@@ -177,10 +171,8 @@ def test_pin_refuses_another_version(tmp_path, wrong_version):
     s = harness.build(tmp_path)
 
     async def go():
-        s.store.publish(0, b"w0")
+        await harness.boot(s)
         w = s.workers["r0"]
-        await w.start()
-        await w.load_latest()
         return await w.pin(wrong_version), await w.pin(0), w.pins
 
     assert asyncio.run(go()) == (False, True, 1)

@@ -39,7 +39,8 @@ SUMMARY_KEYS = {
 ENGINE_NAMES = ("VLLM::", "raylet", "gcs_server", "ray::")
 
 
-def _small(tmp_path: Path, mode: str, steps: int) -> list[str]:
+def _small(tmp_path: Path, mode: str, steps: int, *extra: str) -> list[str]:
+    sets = [x for kv in extra for x in ("--set", kv)]
     return [
         "train",
         "--preset",
@@ -63,6 +64,7 @@ def _small(tmp_path: Path, mode: str, steps: int) -> list[str]:
         "runtime.warmup.batch=32",
         "--set",
         f"runtime.warmup.cache_dir={tmp_path / 'cache'}",
+        *sets,
     ]
 
 
@@ -101,7 +103,8 @@ def test_train_laminar_end_to_end_and_cleanup(tmp_path, capsys):
     shm_before = set(os.listdir("/dev/shm"))
     tmp_before = set(os.listdir(tempfile.gettempdir()))
     pids_before = set(psutil.pids())
-    assert main(_small(tmp_path, "laminar", 3)) == 0
+    # A rollout dies after step 1 (its machine failing); the run must still lose nothing.
+    assert main(_small(tmp_path, "laminar", 3, "runtime.kill_rollout_at_step=1")) == 0
     run = tmp_path / "run-laminar"
     summary = json.loads((run / "summary.json").read_text())
     assert set(summary) >= SUMMARY_KEYS
@@ -109,6 +112,8 @@ def test_train_laminar_end_to_end_and_cleanup(tmp_path, capsys):
     assert summary["trajectories_lost"] == 0 and summary["trajectories_double_counted"] == 0
     assert summary["trajectories_consumed"] == 3 * 4 * 4
     assert summary["gen_tokens_per_s"] > 0 and summary["staleness_mean"] >= 0
+    assert summary["rollouts_failed"] == ["r1"] and summary["recoveries"] == 1
+    assert (run / "model" / "model.safetensors").exists()
     steps = pd.read_csv(run / "steps.csv")
     assert list(steps["step"]) == [0, 1, 2] and list(steps["version"]) == [1, 2, 3]
     trace = read_trace(run / "trajectories.parquet")
@@ -126,9 +131,12 @@ def test_train_laminar_end_to_end_and_cleanup(tmp_path, capsys):
     assert not procs, f"processes left behind: {procs}"
 
 
-def test_train_sync_end_to_end(tmp_path):
-    assert main(_small(tmp_path, "sync", 2)) == 0
+def test_train_sync_end_to_end_with_a_trainer_restart(tmp_path):
+    extra = ("runtime.checkpoint_every=1", "runtime.kill_trainer_at_step=0")
+    assert main(_small(tmp_path, "sync", 2, *extra)) == 0
     summary = json.loads((tmp_path / "run-sync" / "summary.json").read_text())
+    (fault,) = summary["faults"]
+    assert fault["killed"] == "trainer" and fault["resumed_version"] == 1
     assert summary["mode"] == "sync" and summary["trajectories_lost"] == 0
     assert summary["staleness_max"] == 0  # generate, train, update everyone: on-policy
     assert summary["repack_moves"] == 0
