@@ -36,7 +36,6 @@ SUMMARY_KEYS = {
     "trajectories_consumed",
     "trajectories_lost",
 }
-ENGINE_NAMES = ("VLLM::", "raylet", "gcs_server", "ray::")
 
 
 def _small(tmp_path: Path, mode: str, steps: int, *extra: str) -> list[str]:
@@ -90,12 +89,16 @@ def _leftovers(run_id: str, shm_before: set[str], tmp_before: set[str], pids_bef
     tmp = set(os.listdir(tempfile.gettempdir())) - tmp_before
     tmp = {n for n in tmp if n in (f"laminar-{run_id}",) or n.startswith("vllm_dist_")}
     procs = []
-    for p in psutil.process_iter(["pid", "name", "cmdline"]):
-        if p.pid in pids_before:
+    for pid in set(psutil.pids()) - pids_before:  # ours: our run's directories in their env
+        try:
+            env = (
+                Path(f"/proc/{pid}/environ").read_bytes()
+                + Path(f"/proc/{pid}/cmdline").read_bytes()
+            )
+        except OSError:
             continue
-        text = " ".join([p.info["name"] or "", *(p.info["cmdline"] or [])])
-        if any(k in text for k in ENGINE_NAMES):
-            procs.append(text[:80])
+        if f"laminar-{run_id}".encode() in env:
+            procs.append(env.split(b"\0")[0][:80].decode(errors="replace"))
     return shm, tmp, procs
 
 
