@@ -105,6 +105,7 @@ def launch(
     info.update(ray.get(trainer.warmup.remote(store)))  # overlaps the engines' start-up
     footprints = ray.get(started)
     info["engine_start_s"] = [f["start_s"] for f in footprints]
+    info["engine_shm_files"] = sorted({path for f in footprints for path in f["shm"]})
     if not cfg.relay.enabled:
         _check_one_machine(trainer, rollouts)
     manager = cluster.actor(RolloutManager).remote(

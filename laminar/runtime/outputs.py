@@ -111,6 +111,7 @@ def summarize(cfg: LaminarConfig, result: dict) -> dict:
         "warmup_s": result["info"].get("warmup_s"),
         "warmup_cached": result["info"].get("warmup_cached"),
         "engine_start_s": result["info"].get("engine_start_s"),
+        "engine_shm_files": result["info"].get("engine_shm_files", []),
         "peak_rss_gib": {k: v / 2**30 for k, v in result["peak_rss_bytes"].items()},
         "run_id": result["run_id"],
     }

@@ -67,27 +67,17 @@ def _small(tmp_path: Path, mode: str, steps: int, *extra: str) -> list[str]:
     ]
 
 
-def _leftovers(run_id: str, shm_before: set[str], tmp_before: set[str], pids_before: set[int]):
-    """What the run created and left behind: its own directories, vLLM's shared-memory queues
-    and sockets that no live process holds, its engine and Ray processes.
+def _leftovers(summary: dict, tmp_before: set[str], pids_before: set[int]):
+    """What the run created and left behind: its directories, its engines' shared-memory files
+    (recorded at start-up, the dead rollout's included), its engine and Ray processes.
 
-    Other sessions on a shared machine create files too, so only names a run makes are counted.
+    Other sessions share this machine and create such files and processes too: only what this
+    run made is counted (its run id in a process's environment marks the process as ours).
     """
-    held = set()
-    for p in psutil.process_iter():
-        try:
-            held.update(f.path for f in p.open_files())
-            held.update(m.path for m in p.memory_maps())
-        except (psutil.Error, OSError):
-            continue
-    shm = {
-        n
-        for n in set(os.listdir("/dev/shm")) - shm_before
-        if n == f"laminar-{run_id}"
-        or (n.startswith(("psm_", "sem.mp-")) and f"/dev/shm/{n}" not in held)
-    }
-    tmp = set(os.listdir(tempfile.gettempdir())) - tmp_before
-    tmp = {n for n in tmp if n in (f"laminar-{run_id}",) or n.startswith("vllm_dist_")}
+    run_id = summary["run_id"]
+    shm = {f"laminar-{run_id}"} & set(os.listdir("/dev/shm"))
+    shm |= {p for p in summary["engine_shm_files"] if os.path.exists(p)}
+    tmp = {f"laminar-{run_id}"} & (set(os.listdir(tempfile.gettempdir())) - tmp_before)
     procs = []
     for pid in set(psutil.pids()) - pids_before:  # ours: our run's directories in their env
         try:
@@ -103,7 +93,6 @@ def _leftovers(run_id: str, shm_before: set[str], tmp_before: set[str], pids_bef
 
 
 def test_train_laminar_end_to_end_and_cleanup(tmp_path, capsys):
-    shm_before = set(os.listdir("/dev/shm"))
     tmp_before = set(os.listdir(tempfile.gettempdir()))
     pids_before = set(psutil.pids())
     # A rollout dies after step 1 (its machine failing); the run must still lose nothing.
@@ -128,7 +117,8 @@ def test_train_laminar_end_to_end_and_cleanup(tmp_path, capsys):
     assert (trace["gen_end_s"] >= trace["gen_start_s"]).all()
     assert (run / "config.yaml").exists() and '"trajectories_lost": 0' in capsys.readouterr().out
     time.sleep(2)  # Ray reaps its workers asynchronously
-    shm, tmp, procs = _leftovers(summary["run_id"], shm_before, tmp_before, pids_before)
+    assert any("/dev/shm/psm_" in p for p in summary["engine_shm_files"])  # vLLM's queues
+    shm, tmp, procs = _leftovers(summary, tmp_before, pids_before)
     assert not shm, f"/dev/shm left behind: {shm}"
     assert not tmp, f"temp files left behind: {tmp}"
     assert not procs, f"processes left behind: {procs}"
