@@ -60,19 +60,28 @@ def _train(args: argparse.Namespace) -> int:
 
 
 class _Bar:
-    def __init__(self, total: int, disabled: bool):
-        from tqdm import tqdm
+    """Trainer steps; created at the first step so its rate excludes start-up and warm-up."""
 
-        self.tqdm = tqdm(total=total, unit="step", disable=disabled, desc="train")
+    def __init__(self, total: int, disabled: bool):
+        import sys
+
+        self.total, self.disabled, self.tqdm = total, disabled, None
+        if not disabled:
+            print("laminar train: starting Ray, engines and warm-up ...", file=sys.stderr)
 
     def update_step(self, m: dict) -> None:
+        if self.tqdm is None:
+            from tqdm import tqdm
+
+            self.tqdm = tqdm(total=self.total, unit="step", disable=self.disabled, desc="train")
         self.tqdm.set_postfix(
             reward=f"{m['reward_mean']:.3f}", stale=f"{m['staleness_mean']:.2f}", refresh=False
         )
         self.tqdm.update(1)
 
     def close(self) -> None:
-        self.tqdm.close()
+        if self.tqdm is not None:
+            self.tqdm.close()
 
 
 def _progress(total: int, disabled: bool) -> _Bar:
