@@ -8,6 +8,7 @@ import time
 import pytest
 
 from laminar.runtime.relay.control import ControlClient
+from laminar.runtime.relay.manager import RelayManager
 from laminar.runtime.relay.proc import RelayProcesses
 from tests.relay.conftest import blob_for
 from tests.relay.test_broadcast import assert_holds, tier
@@ -96,3 +97,23 @@ def test_master_killed_mid_broadcast_is_replaced_and_the_trainer_told(shm_base):
                 assert_holds(info.root, 2, blob2)
         finally:
             pub.close()
+
+
+@pytest.mark.slow
+def test_a_silent_relay_is_dropped_after_its_beats_and_taken_back_when_it_answers(shm_base):
+    with RelayProcesses(4, shm_base, transport="tcp") as relays:
+        manager = RelayManager(relays.infos, trainer_machine="relay-0", heartbeat_s=0.1, misses=3)
+        manager.start()
+        try:
+            relays.pause("relay-2")  # hung, not gone: its port still accepts, nothing answers
+            _wait_for(lambda: "relay-2" in manager.dead, 10.0)
+            assert manager.chain.nodes == ("relay-0", "relay-1", "relay-3")
+            relays.resume("relay-2")
+            _wait_for(lambda: "relay-2" not in manager.dead, 10.0)
+            assert manager.chain.nodes == ("relay-0", "relay-1", "relay-2", "relay-3")
+            assert [sorted(e) for e in manager.events] == [
+                ["chain", "dead", "master", "reason", "t"],
+                ["chain", "rejoined", "t"],
+            ]
+        finally:
+            manager.stop()

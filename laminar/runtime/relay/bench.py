@@ -89,7 +89,11 @@ class RelayBench:
                 300,
             )
             alpha, beta = link["alpha_s"], link["beta_s_per_byte"]
-            manager = RelayManager(relays.infos, trainer_machine="relay-0", heartbeat_s=0.5)
+            # silence must last 10 s before a relay is declared dead: other users' jobs load this
+            # machine heavily at times; a killed relay refuses its port and is dropped at once
+            manager = RelayManager(
+                relays.infos, trainer_machine="relay-0", heartbeat_s=0.5, misses=20
+            )
             pub = RelayPublisher(
                 manager.start(),
                 config_json="{}",

@@ -104,10 +104,37 @@ class RelayManager:
             self.beat()
 
     def beat(self) -> None:
-        """Ping every live relay once; declare dead those that refuse or missed too many."""
+        """Ping every live relay once; declare dead those that refuse or missed too many; take
+        back those declared dead that answer again."""
         dead = {i for i in self.chain.nodes if not self._ping(i)}
         if dead and len(dead) < len(self.chain.nodes):  # never drop the last relay standing
             self.report_dead(dead, "heartbeat")
+        back = {i for i in list(self.dead) if self._answers(i)}
+        if back:
+            self.rejoin(back)
+
+    def rejoin(self, relay_ids: set[str]) -> None:
+        """Relays declared dead that answer again (a false alarm on an overloaded machine, or a
+        process restarted at the same address) go back into the chain: ``plan_chain`` over the
+        live relays, under the current master (the trainer keeps its address)."""
+        with self._lock:
+            back = {i for i in relay_ids if i in self.dead}
+            if not back:
+                return
+            for i in back:
+                self.dead.pop(i)
+                self._missed[i] = 0
+            self._chain = plan_chain(set(self._chain.nodes) | back, self._chain.master)
+            self.events.append(
+                {"rejoined": sorted(back), "t": time.monotonic(), "chain": list(self._chain.nodes)}
+            )
+
+    def _answers(self, relay_id: str) -> bool:
+        try:
+            self._clients[relay_id].request({"op": "ping"}, timeout_s=self.heartbeat_s)
+            return True
+        except ControlError:
+            return False
 
     def _ping(self, relay_id: str) -> bool:
         """False when ``relay_id`` is dead: its port refuses (a closed connection is retried at

@@ -120,7 +120,17 @@ class RelayProcesses:
         self.procs[relay_id].kill()
         self.procs[relay_id].wait()
 
+    def pause(self, relay_id: str) -> None:
+        """SIGSTOP one relay: alive but silent, like a machine that hangs."""
+        self.procs[relay_id].send_signal(signal.SIGSTOP)
+
+    def resume(self, relay_id: str) -> None:
+        self.procs[relay_id].send_signal(signal.SIGCONT)
+
     def close(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)  # a paused relay could not stop
         for info in self.infos:
             if self.procs[info.id].poll() is None:
                 with contextlib.suppress(ControlError, RuntimeError):
