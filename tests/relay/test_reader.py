@@ -41,18 +41,24 @@ def _rollout(root: str, stop, out, newest) -> None:
 
 
 @pytest.mark.slow
-def test_a_reader_is_not_interrupted_by_broadcasts(shm_base):
+@pytest.mark.parametrize("kill_a_relay", [False, True])
+def test_a_reader_is_not_interrupted_by_broadcasts(shm_base, kill_a_relay):
+    """The reader sits on the last relay; with ``kill_a_relay``, a relay upstream of it dies
+    in the middle of version 3's broadcast (a failed machine elsewhere, §3.3)."""
     ctx = mp.get_context("spawn")
-    with RelayProcesses(3, shm_base, transport="tcp", keep=3) as relays:
+    with RelayProcesses(4, shm_base, transport="tcp", keep=3) as relays:
         pub = tier(relays, "tcp", chunks=16)
         stop, out, newest = ctx.Event(), ctx.Queue(), ctx.Value("i", -1)
-        reader = ctx.Process(target=_rollout, args=(relays.infos[2].root, stop, out, newest))
+        reader = ctx.Process(target=_rollout, args=(relays.infos[3].root, stop, out, newest))
         reader.start()
         try:
             time.sleep(1.0)  # the reader is up and stepping before the first version
             for version in range(6):
                 pub.publish(version, blob_for(version, 8 << 20))
-                pub.wait(version, timeout_s=60)
+                if kill_a_relay and version == 3:
+                    relays.kill("relay-1")
+                result = pub.wait(version, timeout_s=60)
+                assert "relay-3" in result["committed"]
             deadline = time.monotonic() + 30
             while newest.value != 5 and time.monotonic() < deadline:
                 time.sleep(0.05)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import threading
 import time
 from dataclasses import asdict, dataclass
 
@@ -85,6 +86,7 @@ class RelayNode:
         self._next: dict | None = None  # the newest queued master broadcast
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
+        self._tidy_lock = threading.Lock()
         self.info: RelayInfo | None = None
         self.stopped = asyncio.Event()
 
@@ -231,9 +233,11 @@ class RelayNode:
         self._spawn(_quietly(loop.run_in_executor(None, self._tidy, nbytes)))
 
     def _tidy(self, nbytes: int) -> None:
-        """Between broadcasts: free versions beyond ``keep``, allocate the next file."""
-        self.store.gc()
-        self.store.prepare_spare(nbytes)
+        """Between broadcasts: free versions beyond ``keep``, allocate the next file (one at a
+        time: a second caller waits, then finds the file ready)."""
+        with self._tidy_lock:
+            self.store.gc()
+            self.store.prepare_spare(nbytes)
 
     async def _release(self, part: Partial) -> None:
         """Stop a partial's forwarder and unmap it (delete its file unless it was committed)."""
