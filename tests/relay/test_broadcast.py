@@ -82,3 +82,37 @@ def test_optimal_chunks_drive_the_split(shm_base):
         finally:
             slow_start.close()
             fast_start.close()
+
+
+@pytest.mark.slow
+def test_back_to_back_publishes_do_not_wait_on_each_other(shm_base):
+    """The trainer publishes faster than the tier acknowledges: every publish returns and the
+    newest version reaches every relay (a hand-over once waited on a refill queued behind it)."""
+    import threading
+
+    with RelayProcesses(3, shm_base, transport="tcp") as relays:
+        pub = tier(relays, "tcp", chunks=4)
+        done: list[int] = []
+
+        def trainer() -> None:
+            for version in range(30):
+                pub.publish(version, blob_for(version, 256 << 10))
+                done.append(version)
+
+        try:
+            t = threading.Thread(target=trainer, daemon=True)
+            t.start()
+            t.join(120)
+            assert done == list(range(30)), f"publish stuck after version {done[-1:]}"
+            result = pub.wait(29, timeout_s=60)
+            assert result.get("skipped") or set(result["committed"]) == {r.id for r in relays.infos}
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                got = [RelaySource(r.root).latest() for r in relays.infos]
+                if all(g is not None and g[0] == 29 for g in got):
+                    break
+                time.sleep(0.05)
+            for info in relays.infos:
+                assert_holds(info.root, 29, blob_for(29, 256 << 10))
+        finally:
+            pub.close()

@@ -63,9 +63,18 @@ class RelayPublisher:
         self._my_id = my_id
         self._sender: ChainSender | None = None
         self._lock = threading.RLock()
+        # two background threads, started now (off any publish): one only reads the master's
+        # acknowledgements and frees the hand-over channel, so it never waits on anything the
+        # trainer holds; the other borrows the next inbox (or reports a lost master)
+        self._acks = ThreadPoolExecutor(1, thread_name_prefix="relay-ack")
         self._background = ThreadPoolExecutor(1, thread_name_prefix="relay-inbox")
-        self._background.submit(lambda: None)  # start its thread now, off any publish
-        self._clients: dict[str, tuple[threading.Lock, ControlClient]] = {}
+        for pool in (self._acks, self._background):
+            pool.submit(lambda: None)
+        # (relay id, channel) -> connection: the hand-over has a channel of its own, as its lock
+        # is held from the send on the trainer's thread to the acknowledgement read on the
+        # background thread; requests sharing it would wait on work queued behind them
+        self._clients: dict[tuple[str, str], tuple[threading.Lock, ControlClient]] = {}
+        self._clients_lock = threading.Lock()
         self._slot: tuple[str, Mapped] | None = None  # (relay id, mapped inbox) ready to fill
         self._last: tuple[int, bytes, int] | None = None
         self._handed: dict[int, str] = {}  # version -> master relay it was handed to
@@ -146,6 +155,7 @@ class RelayPublisher:
     def close(self) -> None:
         """Stop the heartbeats, close links and unmap the spare inbox."""
         self.manager.stop()
+        self._acks.shutdown(wait=True, cancel_futures=True)
         self._background.shutdown(wait=True, cancel_futures=True)
         with self._lock:
             if self._slot is not None:
@@ -163,7 +173,7 @@ class RelayPublisher:
         path, mapped = self._take_slot(master, len(blob))
         np.copyto(np.frombuffer(mapped.mm, np.uint8, len(blob)), np.frombuffer(blob, np.uint8))
         chain = [r.peer.to_json() for r in self.manager.chain_infos()]
-        lock, client = self._client(master)
+        lock, client = self._client(master, "broadcast")
         lock.acquire()  # released by the thread that reads the acknowledgement
         try:
             client.send(
@@ -185,11 +195,12 @@ class RelayPublisher:
         for old in sorted(self._handed)[:-VERSIONS_TRACKED]:
             self._handed.pop(old)
         # a thread already running: starting one can take 0.1 s+ on a loaded machine
-        self._background.submit(self._after_hand_over, master, len(blob), mapped, lock, client)
+        self._acks.submit(self._read_ack, master, len(blob), mapped, lock, client)
 
-    def _after_hand_over(self, master, nbytes, used: Mapped, lock, client) -> None:
+    def _read_ack(self, master, nbytes, used: Mapped, lock, client) -> None:
         """Off the trainer's path (its stall ends with the copy and one socket write): read the
-        master's acknowledgement, then borrow and map the next inbox."""
+        master's acknowledgement and free the channel for the next hand-over; the rest goes to
+        the other thread, as it may wait on the trainer (which may be waiting on this channel)."""
         lost = False
         try:
             client.receive(timeout_s=60.0)
@@ -199,6 +210,9 @@ class RelayPublisher:
             pass  # the master refused the version; `wait` reports why
         finally:
             lock.release()
+        self._background.submit(self._after_ack, master, nbytes, used, lost)
+
+    def _after_ack(self, master, nbytes, used: Mapped, lost: bool) -> None:
         if lost:
             used.close()
             self.manager.report_dead({master.id}, "lost while taking a version")
@@ -272,10 +286,14 @@ class RelayPublisher:
                 version, blob, chunk_bytes = self._last
                 self._stream(master, version, blob, chunk_bytes, time.monotonic())
 
-    def _client(self, relay: RelayInfo) -> tuple[threading.Lock, ControlClient]:
-        return self._clients.setdefault(
-            relay.id, (threading.Lock(), ControlClient(relay.host, relay.ctrl_port))
-        )
+    def _client(
+        self, relay: RelayInfo, channel: str = "request"
+    ) -> tuple[threading.Lock, ControlClient]:
+        key = (relay.id, channel)
+        with self._clients_lock:
+            if key not in self._clients:
+                self._clients[key] = (threading.Lock(), ControlClient(relay.host, relay.ctrl_port))
+            return self._clients[key]
 
     def _request(self, relay: RelayInfo, obj: dict, timeout_s: float | None = None) -> dict:
         lock, client = self._client(relay)
