@@ -1,13 +1,19 @@
 """The relay tier's chain broadcast against App. D's model and against naive sends.
 
     python benchmarks/bench_relay.py [--relays 2 4 8] [--mbytes 64 256] [--transports ucx tcp]
-                                     [--repeats 3] [--rounds 1] [--out results.jsonl]
+                                     [--link-gbps 0 1] [--repeats 3] [--rounds 1]
+                                     [--out results.jsonl]
 
 For each (transport, P, M): P relay processes, α and β measured on one link, the broadcast run
 ``repeats`` times with k = optimal_chunks(P, M, α, β), and the trainer sending M to each relay
 in turn (naive). ``rounds`` > 1 runs the whole matrix again, interleaved, so a burst of load
 from other users hits every configuration alike. Prints one JSON object per configuration and
 round, then a Markdown table of medians over rounds for benchmarks/RESULTS.md.
+
+``--link-gbps 0`` runs the links as fast as this machine moves bytes between processes: every
+relay then shares its two cores, so the hops of the chain cannot all run at once, as they would
+on separate machines. A value > 0 paces every link (trainer's included) to that bandwidth, below
+what the cores sustain for all hops together: the setting the model describes.
 
 Goals (issue 7): measured within 1.5x of broadcast_time(p, k*); actor stall <= 2x one memory
 copy of M, independent of P; the chain beats naive from P >= 4.
@@ -25,7 +31,7 @@ from collections import defaultdict
 from laminar.runtime.relay.bench import RelayBench
 
 COLUMNS = (
-    "| transport | P | M (MiB) | k | α (µs) | link (GiB/s) | measured (s) | model (s) "
+    "| transport | link | P | M (MiB) | k | α (µs) | link (GiB/s) | measured (s) | model (s) "
     "| meas/model | CPU floor (s) | stall (ms) | copy (ms) | shm copy (ms) | stall/copy "
     "| naive (s) | meas/naive | load |"
 )
@@ -36,8 +42,9 @@ def row(rs: list[dict]) -> str:
         return statistics.median(r[key] for r in rs)
 
     r = rs[0]
+    link = f"{r['link_gbps_emulated']:g} Gb/s" if r.get("link_gbps_emulated") else "unpaced"
     return (
-        f"| {r['transport']} | {r['p']} | {r['nbytes'] >> 20} | {r['chunks']} "
+        f"| {r['transport']} | {link} | {r['p']} | {r['nbytes'] >> 20} | {r['chunks']} "
         f"| {med('alpha_s') * 1e6:.0f} | {med('link_gib_per_s'):.2f} | {med('measured_s'):.3f} "
         f"| {med('model_s'):.3f} | {med('measured_over_model'):.2f} | {med('cpu_floor_s'):.3f} "
         f"| {med('actor_stall_s') * 1e3:.1f} | {med('copy_s') * 1e3:.1f} "
@@ -59,6 +66,13 @@ def main() -> None:
     ap.add_argument("--relays", type=int, nargs="+", default=[2, 4, 8])
     ap.add_argument("--mbytes", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--transports", nargs="+", choices=("ucx", "tcp"), default=["ucx", "tcp"])
+    ap.add_argument(
+        "--link-gbps",
+        type=float,
+        nargs="+",
+        default=[0.0, 1.0],
+        help="emulated link bandwidths to run (0: unpaced)",
+    )
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--kill", action="store_true", help="also time a relay failure (P >= 3)")
@@ -73,20 +87,25 @@ def main() -> None:
     args = ap.parse_args()
     results: dict[tuple, list[dict]] = defaultdict(list)
     for _ in range(args.rounds):
-        for transport in args.transports:
-            for mbytes in args.mbytes:
-                for p in args.relays:
-                    wait_for_quiet(args.max_load)
-                    kill = args.kill and p >= 3
-                    r = RelayBench(
-                        p, mbytes << 20, transport, repeats=args.repeats, kill=kill
-                    ).run()
-                    results[(transport, mbytes, p)].append(r)
-                    line = json.dumps(r)
-                    print(line, flush=True)
-                    if args.out:
-                        with open(args.out, "a") as f:
-                            f.write(line + "\n")
+        for gbps in args.link_gbps:
+            for transport in args.transports:
+                for mbytes in args.mbytes:
+                    for p in args.relays:
+                        wait_for_quiet(args.max_load)
+                        r = RelayBench(
+                            p,
+                            mbytes << 20,
+                            transport,
+                            repeats=args.repeats,
+                            kill=args.kill and p >= 3,
+                            link_gbps=gbps,
+                        ).run()
+                        results[(gbps, transport, mbytes, p)].append(r)
+                        line = json.dumps(r)
+                        print(line, flush=True)
+                        if args.out:
+                            with open(args.out, "a") as f:
+                                f.write(line + "\n")
     print()
     print(COLUMNS)
     print("|---" * (COLUMNS.count("|") - 1) + "|")

@@ -22,6 +22,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--ucx-tls", default="tcp,self", help="UCX transports (UCX_TLS)")
     r.add_argument("--repeats", type=int, default=3, help="measured broadcasts (median)")
     r.add_argument(
+        "--link-gbps",
+        type=float,
+        default=0.0,
+        help="pace every link to this many Gbit/s, so that relay processes sharing this "
+        "machine's cores behave like machines with a NIC each (default 0: unpaced)",
+    )
+    r.add_argument(
         "--kill",
         action="store_true",
         help="then kill the middle relay during one more broadcast and time the repair",
@@ -44,6 +51,7 @@ def _relay(args: argparse.Namespace) -> int:
         ucx_tls=args.ucx_tls,
         repeats=args.repeats,
         kill=args.kill,
+        link_gbps=args.link_gbps,
     )
     text = json.dumps(bench.run(), indent=2)
     print(text)

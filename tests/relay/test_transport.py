@@ -53,3 +53,41 @@ def test_unknown_transport_and_refused_connect():
             await make_transport("tcp").connect("127.0.0.1", 1)
 
     shared_loop().run(refused(), 10)
+
+
+async def _paced_transfer(kind: str, rate: float, chunks: int, chunk_bytes: int) -> float:
+    server = make_transport(kind, link_bytes_per_s=rate)
+    client = make_transport(kind, link_bytes_per_s=rate)
+    got: asyncio.Queue = asyncio.Queue()
+
+    async def handler(link):
+        bufs = [bytearray(chunk_bytes) for _ in range(chunks)]
+        await asyncio.gather(*(link.recv(memoryview(b), 100 + j) for j, b in enumerate(bufs)))
+        await got.put(b"".join(bufs))
+
+    port = await server.listen("127.0.0.1", handler)
+    link = await client.connect("127.0.0.1", port)
+    payload = bytes(range(256)) * (chunks * chunk_bytes // 256)
+    t0 = asyncio.get_running_loop().time()
+    # all sends in flight at once: the wire still takes them one after the other
+    await asyncio.gather(
+        *(
+            link.send(memoryview(payload)[j * chunk_bytes : (j + 1) * chunk_bytes], 100 + j)
+            for j in range(chunks)
+        )
+    )
+    assert await asyncio.wait_for(got.get(), 30) == payload
+    elapsed = asyncio.get_running_loop().time() - t0
+    await link.close()
+    await server.close()
+    return elapsed
+
+
+@pytest.mark.parametrize("kind", ["tcp", "ucx"])
+def test_a_paced_link_holds_its_bandwidth_however_many_sends_are_in_flight(kind):
+    rate, chunks, chunk_bytes = 20e6, 8, 1 << 19  # 4 MiB at 20 MB/s: at least 0.21 s
+    elapsed = shared_loop().run(_paced_transfer(kind, rate, chunks, chunk_bytes), 60)
+    assert elapsed >= chunks * chunk_bytes / rate * 0.99
+    assert elapsed < 10  # paced, not stuck
+    with pytest.raises(ValueError, match="link_bytes_per_s"):
+        make_transport(kind, link_bytes_per_s=-1)

@@ -49,6 +49,7 @@ class RelayBench:
         repeats: int = 3,
         min_chunk_bytes: int = 1 << 16,
         kill: bool = False,
+        link_gbps: float = 0.0,
     ):
         if p < 2:
             raise LaminarError("--relays must be at least 2 (a master and one relay)")
@@ -59,6 +60,10 @@ class RelayBench:
         if kill and p < 3:
             raise LaminarError("--kill needs at least 3 relays (it kills one in the middle)")
         self.kill = kill
+        if link_gbps < 0:
+            raise LaminarError("--link-gbps must be >= 0 (0: links as fast as they go)")
+        self.link_gbps = link_gbps
+        self.pace = link_gbps * 1e9 / 8  # bytes per second; 0: unpaced
         self.naive_cpu_s: list[float] = []
         parent = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
         self.base = parent / f"laminar-bench-relay-{uuid.uuid4().hex[:8]}"
@@ -75,12 +80,17 @@ class RelayBench:
         loop = shared_loop()
         blob = np.random.default_rng(0).integers(0, 256, self.nbytes, dtype=np.uint8).tobytes()
         with RelayProcesses(
-            self.p, self.base, transport=self.transport, ucx_tls=self.ucx_tls, keep=1
+            self.p,
+            self.base,
+            transport=self.transport,
+            ucx_tls=self.ucx_tls,
+            keep=1,
+            link_bytes_per_s=self.pace,
         ) as relays:
             first = relays.infos[1]
             link = loop.run(
                 measure_link(
-                    make_transport(self.transport, ucx_tls=self.ucx_tls),
+                    self._transport(),
                     first.host,
                     first.port,
                     nbytes=min(self.nbytes, 64 * MIB),
@@ -103,6 +113,7 @@ class RelayBench:
                 alpha_s=alpha,
                 link_bytes_per_s=1.0 / beta,
                 min_chunk_bytes=self.min_chunk_bytes,
+                pace_bytes_per_s=self.pace,
             )
             self.baseline = CopyBaseline(blob, self.base)
             try:
@@ -147,7 +158,7 @@ class RelayBench:
     ) -> list[float]:
         """The trainer sends the whole version to each relay in turn, same chunks and window."""
         loop = shared_loop()
-        sender = ChainSender("trainer", make_transport(self.transport, ucx_tls=self.ucx_tls))
+        sender = ChainSender("trainer", self._transport())
         layout = Layout(self.nbytes, pub.chunk_bytes(self.nbytes))
         times = []
         try:
@@ -202,6 +213,9 @@ class RelayBench:
             "chunks": result["k"],
         }
 
+    def _transport(self):
+        return make_transport(self.transport, ucx_tls=self.ucx_tls, link_bytes_per_s=self.pace)
+
     def _settle(self, pub: RelayPublisher, relays: RelayProcesses) -> None:
         """Between runs: every relay's next file allocated, the trainer's inbox mapped."""
         for info in relays.infos:
@@ -224,6 +238,7 @@ class RelayBench:
             "nbytes": self.nbytes,
             "transport": self.transport,
             "relays_as": "processes",
+            "link_gbps_emulated": self.link_gbps or None,
             "cpu_cores": os.cpu_count(),
             "load_avg_1m": round(os.getloadavg()[0], 2),
             "alpha_s": alpha,

@@ -28,8 +28,9 @@ class RelayHost:
         machine: str = "",
         keep: int = 3,
         chunk_delay_s: float = 0.0,
+        link_bytes_per_s: float = 0.0,
     ):
-        self.chunk_delay_s = chunk_delay_s
+        self.chunk_delay_s, self.link_bytes_per_s = chunk_delay_s, link_bytes_per_s
         self.loop = shared_loop()
         self.store = RelayStore(root, keep=keep)
         self.node = self.loop.run(self._make(relay_id, transport, ucx_tls, host, machine))
@@ -39,7 +40,7 @@ class RelayHost:
         node = RelayNode(
             relay_id,
             self.store,
-            make_transport(transport, ucx_tls=ucx_tls),
+            make_transport(transport, ucx_tls=ucx_tls, link_bytes_per_s=self.link_bytes_per_s),
             host=host,
             machine=machine,
             chunk_delay_s=self.chunk_delay_s,

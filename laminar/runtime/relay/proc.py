@@ -40,6 +40,12 @@ def main(argv: list[str] | None = None) -> int:
         help="fault-injection tests only: "
         "sleep this long before forwarding each chunk, to stretch a broadcast",
     )
+    ap.add_argument(
+        "--link-bytes-per-s",
+        type=float,
+        default=0.0,
+        help="pace every link of this relay to this bandwidth (0: as fast as it goes)",
+    )
     args = ap.parse_args(argv)
 
     from laminar.runtime.relay.host import RelayHost
@@ -53,12 +59,16 @@ def main(argv: list[str] | None = None) -> int:
         machine=args.machine,
         keep=args.keep,
         chunk_delay_s=args.chunk_delay_s,
+        link_bytes_per_s=args.link_bytes_per_s,
     )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    parent = os.getppid()
     print(json.dumps(host.info.to_json()), flush=True)
-    while not stop.is_set() and not host.wait_stopped(0.2):
+    # a parent killed outright (SIGKILL, a test's timeout) cannot stop its relays: they notice
+    # they were orphaned and stop themselves, freeing their shared memory
+    while not stop.is_set() and not host.wait_stopped(0.2) and os.getppid() == parent:
         pass
     host.stop()
     return 0
@@ -80,6 +90,7 @@ class RelayProcesses:
         ucx_tls: str = "tcp,self",
         keep: int = 3,
         chunk_delay_s: float = 0.0,
+        link_bytes_per_s: float = 0.0,
     ):
         self.base = Path(base)
         self.procs: dict[str, subprocess.Popen] = {}
@@ -104,6 +115,8 @@ class RelayProcesses:
                     str(keep),
                     "--chunk-delay-s",
                     str(chunk_delay_s),
+                    "--link-bytes-per-s",
+                    str(link_bytes_per_s),
                 ]
                 self.procs[rid] = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
             for rid, proc in self.procs.items():

@@ -53,13 +53,14 @@ class RelayPublisher:
         link_bytes_per_s: float = 1e9,
         min_chunk_bytes: int = 1 << 16,
         my_id: str = "trainer",
+        pace_bytes_per_s: float = 0.0,
     ):
         self.manager = manager
         manager.on_master_change = self._on_master_change
         self.config_json, self.machine = config_json, machine
         self.chunks, self.alpha_s, self.link_bytes_per_s = chunks, alpha_s, link_bytes_per_s
         self.min_chunk_bytes = min_chunk_bytes
-        self._transport_args = (transport, ucx_tls)
+        self._transport_args = (transport, ucx_tls, pace_bytes_per_s)
         self._my_id = my_id
         self._sender: ChainSender | None = None
         self._lock = threading.RLock()
@@ -273,8 +274,10 @@ class RelayPublisher:
 
     def _chain_sender(self) -> ChainSender:
         if self._sender is None:
-            kind, tls = self._transport_args
-            self._sender = ChainSender(self._my_id, make_transport(kind, ucx_tls=tls))
+            kind, tls, pace = self._transport_args
+            self._sender = ChainSender(
+                self._my_id, make_transport(kind, ucx_tls=tls, link_bytes_per_s=pace)
+            )
         return self._sender
 
     def _on_master_change(self, master: RelayInfo) -> None:

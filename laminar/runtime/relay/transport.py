@@ -81,15 +81,73 @@ async def recv_obj(link: Link, tag: int) -> Any:
     return json.loads(body)
 
 
-def make_transport(kind: str, *, ucx_tls: str = "tcp,self") -> Transport:
-    """``"ucx"`` (ucxx, over the UCX transports ``ucx_tls``) or ``"tcp"`` (plain sockets)."""
+def make_transport(
+    kind: str, *, ucx_tls: str = "tcp,self", link_bytes_per_s: float = 0.0
+) -> Transport:
+    """``"ucx"`` (ucxx, over the UCX transports ``ucx_tls``) or ``"tcp"`` (plain sockets);
+    ``link_bytes_per_s`` > 0 paces every link to that bandwidth (:class:`PacedTransport`)."""
+    if link_bytes_per_s < 0:
+        raise ValueError(f"link_bytes_per_s must be >= 0, got {link_bytes_per_s}")
     if kind == "tcp":
-        return TcpTransport()
-    if kind == "ucx":
+        inner: Transport = TcpTransport()
+    elif kind == "ucx":
         from laminar.runtime.relay.ucx import UcxTransport
 
-        return UcxTransport(tls=ucx_tls)
-    raise ValueError(f"unknown relay transport {kind!r} (expected 'ucx' or 'tcp')")
+        inner = UcxTransport(tls=ucx_tls)
+    else:
+        raise ValueError(f"unknown relay transport {kind!r} (expected 'ucx' or 'tcp')")
+    return PacedTransport(inner, link_bytes_per_s) if link_bytes_per_s else inner
+
+
+class PacedLink(Link):
+    """A link held to ``bytes_per_s``, as if each message crossed a wire of that bandwidth.
+
+    Every send takes the next slot on the wire (``len(buf) / bytes_per_s`` seconds, one after
+    the other, however many sends are in flight) and the bytes leave when their slot ends, so a
+    receiver sees a chunk one serialization time after the previous one, as over a real link.
+    Relays on one machine share its cores, memory bus and loopback device; pacing each link
+    below what they can sustain together makes a chain of processes behave like a chain of
+    machines (``laminar bench relay --link-gbps``)."""
+
+    def __init__(self, inner: Link, bytes_per_s: float):
+        self._inner, self._rate = inner, float(bytes_per_s)
+        self.max_inflight = inner.max_inflight
+        self._free_at = 0.0  # event-loop time when the wire is next free
+
+    async def send(self, buf: memoryview, tag: int) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        self._free_at = max(now, self._free_at) + len(buf) / self._rate  # no await in between
+        await asyncio.sleep(self._free_at - now)
+        await self._inner.send(buf, tag)
+
+    async def recv(self, buf: memoryview, tag: int) -> None:
+        await self._inner.recv(buf, tag)
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
+class PacedTransport(Transport):
+    """Any transport with every link it makes or accepts paced (:class:`PacedLink`)."""
+
+    def __init__(self, inner: Transport, bytes_per_s: float):
+        if bytes_per_s <= 0:
+            raise ValueError(f"bytes_per_s must be > 0, got {bytes_per_s}")
+        self.inner, self.bytes_per_s = inner, bytes_per_s
+        self.name = inner.name
+
+    async def listen(self, host: str, handler: LinkHandler) -> int:
+        async def paced(link: Link) -> None:
+            await handler(PacedLink(link, self.bytes_per_s))
+
+        return await self.inner.listen(host, paced)
+
+    async def connect(self, host: str, port: int) -> Link:
+        return PacedLink(await self.inner.connect(host, port), self.bytes_per_s)
+
+    async def close(self) -> None:
+        await self.inner.close()
 
 
 class TcpLink(Link):
