@@ -116,3 +116,35 @@ def test_back_to_back_publishes_do_not_wait_on_each_other(shm_base):
                 assert_holds(info.root, 29, blob_for(29, 256 << 10))
         finally:
             pub.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("transport", ["tcp", "ucx"])
+def test_relays_between_broadcasts_do_not_spin(shm_base, transport):
+    """Relays live on rollout machines: with their links open and nothing to send they must
+    sleep (ucxx awaits a pending receive by spinning the event loop unless its notifier
+    thread is on: ~1 core per relay)."""
+    with RelayProcesses(3, shm_base, transport=transport) as relays:
+        pub = tier(relays, transport, chunks=4)
+        try:
+            pub.publish(0, blob_for(0, 1 << 20))
+            assert len(pub.wait(0, timeout_s=60)["committed"]) == 3
+            time.sleep(1.0)
+            pids = [p.pid for p in relays.procs.values()]
+            before = _relay_cpu_s(pids)
+            time.sleep(3.0)
+            used = _relay_cpu_s(pids) - before
+            assert used < 0.6, f"3 idle relays used {used:.2f} CPU-s in 3 s"
+        finally:
+            pub.close()
+
+
+def _relay_cpu_s(pids: list[int]) -> float:
+    import os
+
+    tick, total = os.sysconf("SC_CLK_TCK"), 0.0
+    for pid in pids:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat[stat.rindex(")") + 2 :].split()
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total

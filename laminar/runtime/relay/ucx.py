@@ -29,7 +29,7 @@ def _ucxx(tls: str):
     from ucxx import core
 
     if core._ctx is None:
-        ucxx.init(options={"TLS": tls}, env_takes_precedence=True)
+        ucxx.init(options={"TLS": tls}, env_takes_precedence=True, enable_python_future=True)
     return ucxx
 
 
