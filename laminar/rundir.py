@@ -51,3 +51,35 @@ def staged_file(out: str | Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
         raise
     os.replace(tmp, out)
+
+
+@contextmanager
+def staged_files(out: str | Path) -> Iterator[Path]:
+    """Yield an empty staging directory whose contents move into the directory ``out`` only if
+    the block succeeds; what ``out`` already holds stays, except files of the same name.
+
+    For outputs written into a directory that may hold other things (``laminar plot --out
+    DIR``), where :func:`staged_dir` would replace the whole directory."""
+    out = Path(out)
+    if not out.exists():
+        with staged_dir(out) as tmp:
+            yield tmp
+        return
+    if not out.is_dir():
+        raise NotADirectoryError(f"{out} exists and is not a directory")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=out))
+    try:
+        yield tmp
+        _move_into(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _move_into(src: Path, dst: Path) -> None:
+    """Move every entry of ``src`` into ``dst``, merging into subdirectories that exist."""
+    for entry in sorted(src.iterdir()):
+        target = dst / entry.name
+        if entry.is_dir() and target.is_dir():
+            _move_into(entry, target)
+        else:
+            os.replace(entry, target)

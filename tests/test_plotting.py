@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 
@@ -39,6 +41,22 @@ def test_plot_writes_every_figure(run_dir, capsys):
 def test_plot_of_a_directory_that_is_no_run(tmp_path, capsys):
     assert main(["plot", str(tmp_path)]) == 2
     assert "not a run directory" in capsys.readouterr().err
+
+
+def test_several_simulated_runs_get_a_subdirectory_each(run_dir, tmp_path):
+    out = tmp_path / "out"
+    assert main(["plot", str(run_dir), str(run_dir), "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["run-1", "run-2"]
+    for sub in ("run-1", "run-2"):
+        assert (out / sub / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_corrupt_simulated_run_file_is_named(run_dir, tmp_path, capsys):
+    run = shutil.copytree(run_dir, tmp_path / "run", ignore=shutil.ignore_patterns("plots"))
+    (run / "replicas.parquet").write_bytes(b"PAR1 torn")
+    assert main(["plot", str(run)]) == 2
+    assert str(run / "replicas.parquet") in capsys.readouterr().err
+    assert not (run / "plots").exists()
 
 
 def test_throughput_over_time_conserves_tokens(run_dir):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from laminar.rundir import staged_dir, staged_file
+from laminar.rundir import staged_dir, staged_file, staged_files
 
 
 def test_failed_block_leaves_nothing(tmp_path):
@@ -46,3 +46,33 @@ def test_staged_file_gets_usual_permissions(tmp_path):
     finally:
         os.umask(umask)
     assert (tmp_path / "f.csv").stat().st_mode & 0o777 == 0o644
+
+
+def test_staged_files_into_an_existing_directory_keep_its_other_files(tmp_path):
+    out = tmp_path / "plots"
+    (out / "sub").mkdir(parents=True)
+    (out / "mine.txt").write_text("mine")
+    (out / "a.png").write_text("old")
+    with pytest.raises(RuntimeError), staged_files(out) as d:
+        (d / "a.png").write_text("half")
+        raise RuntimeError("boom")
+    assert (out / "a.png").read_text() == "old"  # nothing of the failed block
+    assert sorted(p.name for p in out.iterdir()) == ["a.png", "mine.txt", "sub"]
+    with staged_files(out) as d:
+        (d / "a.png").write_text("new")
+        (d / "sub").mkdir()
+        (d / "sub" / "b.png").write_text("b")
+    assert (out / "a.png").read_text() == "new" and (out / "mine.txt").read_text() == "mine"
+    assert (out / "sub" / "b.png").read_text() == "b"
+    assert sorted(p.name for p in out.iterdir()) == ["a.png", "mine.txt", "sub"]
+
+
+def test_staged_files_into_a_new_directory_is_whole_or_nothing(tmp_path):
+    out = tmp_path / "new" / "plots"
+    with pytest.raises(RuntimeError), staged_files(out) as d:
+        (d / "a.png").write_text("half")
+        raise RuntimeError("boom")
+    assert not out.exists()
+    with staged_files(out) as d:
+        (d / "a.png").write_text("whole")
+    assert [p.name for p in out.iterdir()] == ["a.png"]

@@ -1,38 +1,40 @@
-"""``laminar plot RUN_DIR``: the figures of a simulated run (DESIGN.md, use 4)."""
+"""``laminar plot RUN_DIR [RUN_DIR ...]``: the figures of simulated or real training runs
+(DESIGN.md, use 4)."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-
-from laminar.errors import LaminarError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "plot",
-        help="draw the figures of a run directory (throughput, KV use, staleness, timeline)",
-        description="Draw PNG figures from a run directory written by `laminar simulate` or "
-        "`laminar replay`: throughput.png, kv_util.png, staleness.png, timeline.png and "
-        "lengths.png (the workload's response lengths).",
+        help="draw the figures of run directories (throughput, KV use, staleness, timeline)",
+        description="Draw PNG figures from run directories. A `laminar simulate` / `laminar "
+        "replay` run gives throughput.png, kv_util.png, staleness.png, staleness_inherent.png, "
+        "timeline.png and lengths.png (the workload's response lengths). A `laminar train` run "
+        "gives throughput.png (trainer tokens/s and wait per step), reward.png (mean reward per "
+        "step), staleness.png (consumed staleness), kv_util.png (the rollouts' KV use over time) "
+        "and timeline.png (each trajectory's generation, repack moves and recoveries marked). "
+        "Several training runs are drawn into the same figures, one line per run, named by "
+        "system (laminar, sync) or, when systems repeat, by directory; several simulated runs "
+        "get a subdirectory each. The PNGs appear all together or not at all.",
+        epilog="example: laminar train --mode sync --out runs/sync && laminar train --out "
+        "runs/laminar && laminar plot runs/laminar runs/sync --out runs/compare",
     )
-    p.add_argument("run_dir", help="run directory")
-    p.add_argument("--out", metavar="DIR", help="where to write the PNGs (default RUN_DIR/plots)")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directory")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="where to write the PNGs (default RUN_DIR/plots; needed with several RUN_DIRs); "
+        "other files in DIR are kept",
+    )
     p.set_defaults(func=_plot)
 
 
-class RunDirError(LaminarError):
-    """The directory is not a readable run directory."""
-
-
 def _plot(args: argparse.Namespace) -> int:
-    from laminar.plotting import plot_run
+    from laminar.plotting import plot_runs
 
-    run = Path(args.run_dir)
-    missing = [n for n in ("summary.csv", "steps.csv", "trajectories.parquet",
-                           "replicas.parquet") if not (run / n).is_file()]  # fmt: skip
-    if missing:
-        raise RunDirError(f"{run}: not a run directory (missing {', '.join(missing)})")
-    for path in plot_run(run, args.out):
+    for path in plot_runs(args.run_dirs, args.out):
         print(path)
     return 0

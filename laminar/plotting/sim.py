@@ -15,21 +15,28 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from laminar.rundir import staged_file
+from laminar.plotting.common import (
+    color,
+    new_figure,
+    read_csv,
+    read_parquet,
+    save_figure,
+)
+from laminar.rundir import staged_files
 
-# One colour per system, the same in every figure (matplotlib's tab10 order).
-COLORS = {
-    "laminar": "#1f77b4",
-    "verl": "#d62728",
-    "one-step": "#ff7f0e",
-    "stream": "#2ca02c",
-    "partial": "#9467bd",
-}
-
-
-def color(system: str) -> str:
-    """The colour of ``system`` (grey for systems outside :data:`COLORS`)."""
-    return COLORS.get(system, "#7f7f7f")
+# The files of a ``laminar simulate`` / ``laminar replay`` run directory and the columns drawn
+# from each (``faults.csv`` is optional).
+SIM_FILES = {
+    "summary.csv": ("system", "gpus", "sim_time_s", "train_tokens_per_s", "gen_tokens_per_s"),
+    "steps.csv": ("system", "end_s", "actor_stall_s", "train_s", "tokens"),
+    "trajectories.parquet": (
+        "system", "epoch", "gen_start_s", "gen_end_s", "generated_tokens", "weight_version",
+        "consumed_version", "staleness",
+    ),
+    "replicas.parquet": (
+        "system", "replica_id", "t_s", "kv_tokens", "kv_peak_tokens", "kv_capacity_tokens",
+    ),
+}  # fmt: skip
 
 
 @dataclass
@@ -50,33 +57,22 @@ class Run:
 
 
 def load_run(run_dir: str | Path) -> Run:
-    """Read a run directory (``faults.csv`` is optional)."""
+    """Read a simulated run directory (``faults.csv`` is optional); a missing or unreadable file
+    raises :class:`~laminar.plotting.common.RunDirError` naming it."""
     p = Path(run_dir)
-    faults = pd.read_csv(p / "faults.csv") if (p / "faults.csv").exists() else pd.DataFrame()
+    tables = {
+        name: (read_parquet if name.endswith(".parquet") else read_csv)(p / name, columns)
+        for name, columns in SIM_FILES.items()
+    }
+    faults = p / "faults.csv"
     return Run(
         p,
-        pd.read_csv(p / "summary.csv"),
-        pd.read_csv(p / "steps.csv"),
-        pd.read_parquet(p / "trajectories.parquet"),
-        pd.read_parquet(p / "replicas.parquet"),
-        faults,
+        tables["summary.csv"],
+        tables["steps.csv"],
+        tables["trajectories.parquet"],
+        tables["replicas.parquet"],
+        read_csv(faults, ("system", "t_s", "fault")) if faults.exists() else pd.DataFrame(),
     )
-
-
-def save_figure(fig, path: str | Path, dpi: int = 110) -> Path:
-    """Write ``fig`` to ``path`` (format from the suffix), atomically."""
-    path = Path(path)
-    with staged_file(path) as tmp:
-        fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png")
-    return path
-
-
-def _figure(ncols: int = 1, nrows: int = 1, width: float = 6.4, height: float = 4.2):
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
-    axes = fig.subplots(nrows, ncols, squeeze=False)
-    return fig, axes
 
 
 # Throughput ------------------------------------------------------------------------------------
@@ -85,7 +81,7 @@ def _figure(ncols: int = 1, nrows: int = 1, width: float = 6.4, height: float = 
 def throughput_figure(summary: pd.DataFrame, *, reference: str = "laminar"):
     """Training and generation throughput per system of one run; bars labelled with the
     speedup of ``reference`` over each system."""
-    fig, axes = _figure(2, width=5.2)
+    fig, axes = new_figure(2, width=5.2)
     systems = summary["system"].tolist()
     x = np.arange(len(systems))
     colors = [color(s) for s in systems]
@@ -114,7 +110,7 @@ def scaling_figure(table: pd.DataFrame, *, metric: str = "train_tokens_per_s", p
     """``metric`` against GPUs, one line per system, one panel per value of ``panel`` (e.g.
     the model). ``table`` has columns ``system``, ``gpus``, ``metric`` and ``panel``."""
     panels = list(dict.fromkeys(table[panel])) if panel in table else [None]
-    fig, axes = _figure(len(panels), width=5.0)
+    fig, axes = new_figure(len(panels), width=5.0)
     for ax, key in zip(axes[0], panels, strict=True):
         part = table if key is None else table[table[panel] == key]
         for system, rows in part.groupby("system", sort=False):
@@ -164,7 +160,7 @@ def kv_over_time(replicas: pd.DataFrame, points: int = 200) -> pd.DataFrame:
 def kv_figure(replicas: pd.DataFrame, points: int = 200):
     """Mean KV-cache utilisation of the rollouts over time, one line per system."""
     data = kv_over_time(replicas, points)
-    fig, axes = _figure()
+    fig, axes = new_figure()
     ax = axes[0][0]
     for system, rows in data.groupby("system", sort=False):
         ax.plot(rows["t_s"], 100 * rows["kv_util"], color=color(system), label=system)
@@ -213,16 +209,22 @@ def staleness_table(
 
 
 def staleness_figure(
-    trajectories: pd.DataFrame, steps: pd.DataFrame | None = None, *, kind: str = "consumed"
+    trajectories: pd.DataFrame,
+    steps: pd.DataFrame | None = None,
+    *,
+    kind: str = "consumed",
+    colors: dict[str, str] | None = None,
 ):
-    """Histogram of the staleness of trained trajectories, one bar group per system (§6)."""
+    """Histogram of the staleness of trained trajectories, one bar group per system (§6).
+    ``colors``: a colour per system, instead of :data:`~laminar.plotting.common.COLORS`."""
     table = staleness_table(trajectories, steps, kind=kind)
-    fig, axes = _figure(width=7.0)
+    fig, axes = new_figure(width=7.0)
     ax = axes[0][0]
     width = 0.8 / max(1, len(table.columns))
     for j, system in enumerate(table.columns):
         x = table.index.to_numpy() + (j - (len(table.columns) - 1) / 2) * width
-        ax.bar(x, 100 * table[system], width=width, color=color(system), label=system)
+        c = (colors or {}).get(system) or color(system)
+        ax.bar(x, 100 * table[system], width=width, color=c, label=system)
     what = {
         "consumed": "trainer version when trained on",
         "inherent": "actor version at completion (§6)",
@@ -283,7 +285,7 @@ def throughput_over_time(
 def timeline_figure(run: Run, bin_s: float = 60.0, systems: list[str] | None = None):
     """Generation and training throughput over time, one panel per system, faults marked."""
     systems = systems or run.systems
-    fig, axes = _figure(1, len(systems), width=9.0, height=2.8)
+    fig, axes = new_figure(1, len(systems), width=9.0, height=2.8)
     for ax, system in zip(axes[:, 0], systems, strict=True):
         data = throughput_over_time(run.trajectories, run.steps, system, bin_s)
         ax.step(data["t_s"], data["gen_tokens_per_s"], where="post", color=color(system),
@@ -305,13 +307,10 @@ def timeline_figure(run: Run, bin_s: float = 60.0, systems: list[str] | None = N
 # A whole run directory ---------------------------------------------------------------------------
 
 
-def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
-    """Every figure of a run directory as PNG files in ``out_dir`` (default ``RUN_DIR/plots``);
-    returns their paths."""
+def sim_figures(run: Run, out: Path) -> list[Path]:
+    """Draw every figure of a simulated run as PNG files into ``out``; return their paths."""
     from laminar.traces import plot_length_histogram
 
-    run = load_run(run_dir)
-    out = Path(out_dir) if out_dir is not None else run.path / "plots"
     bin_s = max(1.0, float(run.summary["sim_time_s"].max()) / 120)
     written = [
         save_figure(throughput_figure(run.summary), out / "throughput.png"),
@@ -327,3 +326,13 @@ def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Pat
     lengths = out / "lengths.png"
     plot_length_histogram(first[first["epoch"] == 0], lengths, title="response lengths (workload)")
     return [*written, lengths]
+
+
+def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
+    """Every figure of a simulated run directory as PNG files in ``out_dir`` (default
+    ``RUN_DIR/plots``), all or none; returns their paths."""
+    run = load_run(run_dir)
+    out = Path(out_dir) if out_dir is not None else run.path / "plots"
+    with staged_files(out) as stage:
+        names = [p.name for p in sim_figures(run, stage)]
+    return [out / name for name in names]
