@@ -13,9 +13,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Draw PNG figures from run directories. A `laminar simulate` / `laminar "
         "replay` run gives throughput.png, kv_util.png, staleness.png, staleness_inherent.png, "
         "timeline.png and lengths.png (the workload's response lengths). A `laminar train` run "
-        "gives throughput.png (trainer tokens/s and wait per step), reward.png (mean reward per "
-        "step), staleness.png (consumed staleness), kv_util.png (the rollouts' KV use over time) "
-        "and timeline.png (each trajectory's generation, repack moves and recoveries marked). "
+        "gives throughput.png (trainer tokens/s and idle time per step), reward.png (mean "
+        "reward per step), staleness.png (consumed staleness), kv_util.png (the rollouts' KV use "
+        "over time) and timeline.png (each trajectory's generation, repack moves and recoveries "
+        "marked). "
         "Several training runs are drawn into the same figures, one line per run, named by "
         "system (laminar, sync) or, when systems repeat, by directory; several simulated runs "
         "get a subdirectory each. The PNGs appear all together or not at all.",

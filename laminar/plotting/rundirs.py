@@ -32,8 +32,8 @@ def run_kind(run_dir: str | Path) -> str:
                     f"(missing {', '.join(missing[kind])})"
                 )
             return kind
-    wanted = "; ".join(f"{KIND_NAMES[k]} writes {', '.join(m)}" for k, m in missing.items())
-    raise RunDirError(f"{p}: not a run directory (missing {wanted})")
+    wanted = "; ".join(f"for a {KIND_NAMES[k]} run: {', '.join(m)}" for k, m in missing.items())
+    raise RunDirError(f"{p}: not a run directory; missing {wanted}")
 
 
 def _names(paths: Sequence[Path]) -> list[str]:

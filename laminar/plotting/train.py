@@ -116,27 +116,32 @@ def _runs(runs: TrainRun | Sequence[TrainRun]) -> list[TrainRun]:
 
 
 def step_table(runs: TrainRun | Sequence[TrainRun]) -> pd.DataFrame:
-    """One row per trainer step of each run: ``run`` (its label), ``step``, ``step_s`` (wait for
-    the batch + update + publish), ``tokens_per_s`` (trained tokens over ``step_s``),
-    ``wait_s`` and ``reward_mean`` (mean reward of the step's batch)."""
+    """One row per trainer step of each run: ``run`` (its label), ``step``, ``end_s`` (when the
+    step published its weights, since training started), ``step_s`` (since the previous step's
+    end: the trainer's pace, generation included in sync mode), ``tokens``, ``tokens_per_s``
+    (trained tokens over ``step_s``), ``idle_s`` (``step_s`` minus update and publish: the
+    trainer waiting for its batch) and ``reward_mean`` (mean reward of the step's batch)."""
     runs = _runs(runs)
-    parts = []
-    for run, label in zip(runs, run_labels(runs), strict=True):
-        s = run.steps.sort_values("step")
-        step_s = s["wait_s"] + s["train_s"] + s["publish_s"]
-        parts.append(
-            pd.DataFrame(
-                {
-                    "run": label,
-                    "step": s["step"].to_numpy(),
-                    "step_s": step_s.to_numpy(dtype=float),
-                    "tokens_per_s": (s["tokens"] / step_s).to_numpy(dtype=float),
-                    "wait_s": s["wait_s"].to_numpy(dtype=float),
-                    "reward_mean": s["reward_mean"].to_numpy(dtype=float),
-                }
-            )
-        )
-    return pd.concat(parts, ignore_index=True)
+    parts = [
+        _steps(run).assign(run=label) for run, label in zip(runs, run_labels(runs), strict=True)
+    ]
+    columns = ["run", "step", "end_s", "step_s", "tokens", "tokens_per_s", "idle_s", "reward_mean"]
+    return pd.concat(parts, ignore_index=True)[columns]
+
+
+def _steps(run: TrainRun) -> pd.DataFrame:
+    # steps.csv has durations only; the buffer stamped when each batch was taken (consumed_s,
+    # on the run's clock), so a step ends that long plus its update and publish later.
+    s = run.steps.sort_values("step").reset_index(drop=True)
+    taken = run.trajectories.groupby("step")["consumed_s"].max()
+    end_s = s["step"].map(taken) - run.start_s + s["train_s"] + s["publish_s"]
+    step_s = end_s.diff().fillna(end_s)
+    return s.assign(
+        end_s=end_s,
+        step_s=step_s,
+        tokens_per_s=s["tokens"] / step_s,
+        idle_s=step_s - s["train_s"] - s["publish_s"],
+    )
 
 
 def kv_table(run: TrainRun, points: int = 200) -> pd.DataFrame:
@@ -166,8 +171,8 @@ def _each(runs):
 
 
 def train_throughput_figure(runs: TrainRun | Sequence[TrainRun]):
-    """Trainer throughput and trainer wait per step, one line per run; the legend gives each
-    run's overall throughput (``summary.json``)."""
+    """Trainer throughput and trainer idle time per step, one line per run; the legend gives
+    each run's overall throughput (``summary.json``)."""
     table = step_table(runs)
     fig, axes = new_figure(2, width=5.2)
     for run, label, c in _each(runs):
@@ -175,11 +180,11 @@ def train_throughput_figure(runs: TrainRun | Sequence[TrainRun]):
         overall = run.summary.get("train_tokens_per_s")
         name = f"{label}: {overall:.0f} tokens/s overall" if overall else label
         axes[0][0].plot(rows["step"], rows["tokens_per_s"], marker=".", color=c, label=name)
-        axes[0][1].plot(rows["step"], rows["wait_s"], marker=".", color=c, label=label)
+        axes[0][1].plot(rows["step"], rows["idle_s"], marker=".", color=c, label=label)
     axes[0][0].set_ylabel("trained tokens / s")
-    axes[0][0].set_title("trainer throughput (tokens / (wait + train + publish))", fontsize=10)
+    axes[0][0].set_title("trainer throughput (step tokens / time since the last step)", fontsize=10)
     axes[0][1].set_ylabel("s")
-    axes[0][1].set_title("trainer wait for its batch", fontsize=10)
+    axes[0][1].set_title("trainer idle per step (waiting for its batch)", fontsize=10)
     for ax in axes[0]:
         ax.set_xlabel("trainer step")
         ax.set_ylim(bottom=0)
@@ -237,6 +242,8 @@ def train_timeline_figure(runs: TrainRun | Sequence[TrainRun]):
     repack moves and recoveries (§5.2, §3.3) marked."""
     each = list(_each(runs))
     fig, axes = new_figure(1, len(each), width=9.0, height=3.2)
+    for ax in axes[1:, 0]:
+        ax.sharex(axes[0][0])  # one time axis to compare the runs on
     for ax, (run, label, _) in zip(axes[:, 0], each, strict=True):
         _gantt(ax, run)
         taken = run.trajectories.loc[run.trajectories["consumed_version"] >= 0]
