@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from laminar.runtime.relay.bench import relay_cpu_s
 from laminar.runtime.relay.manager import RelayManager
 from laminar.runtime.relay.proc import RelayProcesses
 from laminar.runtime.relay.publisher import RelayPublisher, RelaySource
@@ -130,21 +131,9 @@ def test_relays_between_broadcasts_do_not_spin(shm_base, transport):
             pub.publish(0, blob_for(0, 1 << 20))
             assert len(pub.wait(0, timeout_s=60)["committed"]) == 3
             time.sleep(1.0)
-            pids = [p.pid for p in relays.procs.values()]
-            before = _relay_cpu_s(pids)
+            before = relay_cpu_s(relays)
             time.sleep(3.0)
-            used = _relay_cpu_s(pids) - before
+            used = relay_cpu_s(relays) - before
             assert used < 0.6, f"3 idle relays used {used:.2f} CPU-s in 3 s"
         finally:
             pub.close()
-
-
-def _relay_cpu_s(pids: list[int]) -> float:
-    import os
-
-    tick, total = os.sysconf("SC_CLK_TCK"), 0.0
-    for pid in pids:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        fields = stat[stat.rindex(")") + 2 :].split()
-        total += (int(fields[11]) + int(fields[12])) / tick
-    return total

@@ -281,8 +281,12 @@ async def _send_each(
 def cpu_s(relays: RelayProcesses) -> float:
     """CPU seconds used so far by every live relay process and by this one (the trainer side),
     all threads included."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = sum(os.times()[:2])
+    return sum(os.times()[:2]) + relay_cpu_s(relays)
+
+
+def relay_cpu_s(relays: RelayProcesses) -> float:
+    """CPU seconds used so far by every live relay process, all threads included."""
+    tick, total = os.sysconf("SC_CLK_TCK"), 0.0
     for proc in relays.procs.values():
         try:
             stat = Path(f"/proc/{proc.pid}/stat").read_text()
