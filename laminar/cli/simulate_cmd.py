@@ -26,6 +26,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--set sim.systems=[...]; 'all' for every one)",
     )
     p.add_argument(
+        "--cost",
+        metavar="FILE",
+        help="cost file (shorthand for --set sim.cost_file=FILE); one written by `laminar "
+        "calibrate` makes CONFIG (a `laminar train` config or a train run's config.yaml) "
+        "simulate the job it trains (sim.setting auto)",
+    )
+    p.add_argument(
         "--out",
         metavar="DIR",
         help="run directory to write (default: runs/simulate-<time>); replaced if it exists",
@@ -34,7 +41,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    cfg = config_from_args(args, [systems_override(args.systems)] if args.systems else [])
+    extra = [systems_override(args.systems)] if args.systems else []
+    if args.cost:
+        extra.append(f"sim.cost_file={args.cost}")
+    cfg = config_from_args(args, extra)
     return run_and_write(cfg, Path(args.out or f"runs/simulate-{time.strftime('%Y%m%d-%H%M%S')}"))
 
 

@@ -82,7 +82,11 @@ def runtime_config(cfg: LaminarConfig) -> LaminarConfig:
         update={"max_batch": rt.max_batch, "buffer_limit_batches": 0.0, "systems": [rt.mode]}
     )
     repack = cfg.repack.model_copy(update={"enabled": cfg.repack.enabled and rt.mode == "laminar"})
-    return cfg.model_copy(update={"sim": sim, "repack": repack})
+    # Counted as one machine of rollouts + 1 "GPUs": the replicas and the trainer.
+    machine = cfg.cluster.model_copy(
+        update={"gpus": rt.rollouts + 1, "gpus_per_machine": rt.rollouts + 1}
+    )
+    return cfg.model_copy(update={"sim": sim, "repack": repack, "cluster": machine})
 
 
 def trainer_threads(cfg: LaminarConfig) -> int:
