@@ -6,7 +6,10 @@ repeats (ABC..CBA..) so drifting load from other work on a shared machine hits e
 alike. Each run writes a full ``laminar train`` run directory (``profile/`` included) to
 ``OUT/<setting>/rep<k>``. Run it under the machine's heavy-work lock::
 
-    flock /tmp/laminar-heavy.lock python benchmarks/fidelity_runs.py --out runs/fidelity
+    for k in 0 1 2; do  # one repeat per lock hold: a few minutes each
+        flock /tmp/laminar-heavy.lock python benchmarks/fidelity_runs.py --out runs/fidelity \
+            --repeats 1 --first-repeat $k
+    done
 """
 
 from __future__ import annotations
@@ -23,18 +26,8 @@ from laminar.rundir import staged_dir
 from laminar.runtime import cluster, driver, loops
 from laminar.runtime.outputs import write_run_dir
 
-# name -> overrides of the tiny-cpu preset. The first two calibrate; the rest are held out.
-SETTINGS: dict[str, list[str]] = {
-    "laminar": [],
-    "sync": ["runtime.mode=sync"],
-    "laminar-1rollout": ["runtime.rollouts=1"],
-    "laminar-norepack": ["repack.enabled=false"],
-    "laminar-prefetch3": ["runtime.prefetch_steps=3"],
-    "laminar-len64": ["workload.max_response_len=64"],
-    "laminar-tail30": ["runtime.task.tail_ratio=30"],
-    "sync-1rollout": ["runtime.mode=sync", "runtime.rollouts=1"],
-}
-CALIBRATION = ("laminar", "sync")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fidelity import SETTINGS
 
 
 def run_one(cfg, dirs, stack: ExitStack, engines: dict | None, job: str, out: Path) -> dict:
@@ -62,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="directory for the run directories")
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--first-repeat", type=int, default=0,
+                   help="number of the first repeat (to run repeats in separate sessions)")
     p.add_argument("--only", nargs="*", help="settings to run (default: all)")
     args = p.parse_args(argv)
     names = args.only or list(SETTINGS)
@@ -76,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             short = most.model_copy(update={"workload": two})
             first = run_one(short, dirs, stack, None, "start", out / "_start")
             engines = first["engines"]
-        for rep in range(args.repeats):
+        for rep in range(args.first_repeat, args.first_repeat + args.repeats):
             order = names if rep % 2 == 0 else names[::-1]
             for name in order:
                 res = run_one(cfgs[name], dirs, stack, engines, f"{name}-{rep}",

@@ -7,12 +7,14 @@ Terms, each fitted by ``scipy.optimize.least_squares`` with coefficients >= 0:
   ``decode_base_s + decode_per_seq_s x sequences decoded + decode_per_kv_token_s x KV tokens
   + prefill_per_token_s x prompt tokens prefilled in the step``. vLLM prefills inside a
   decode step, so prefill has no base of its own (``prefill_base_s`` = 0) and prompts this
-  short cannot separate a squared term (``prefill_per_token_sq_s`` = 0). A soft-L1 loss keeps
-  the few steps another process interrupted from pulling the fit.
+  short cannot separate a squared term (``prefill_per_token_sq_s`` = 0). Plain least squares,
+  not a robust loss: steps that another process interrupted are part of what a run costs
+  here, and throughput is a sum of step times, so the fit must match their mean.
 - **trainer**: a step's wall seconds = (``train_flop_per_token`` x tokens +
   ``train_flop_per_token_sq`` x squared lengths) / rate, with the FLOP counts of the model
   (8 x params, 8 x layers x hidden, as ``laminar.sim.costdata`` counts them); the rate is
-  fitted per trainer thread count (``runtime.trainer_flop_per_s_by_threads``).
+  fitted per trainer thread count (``runtime.trainer_flop_per_s_by_threads``) as total FLOPs
+  over total seconds, so the model charges the calibration runs exactly the time they spent.
 - **weights**: ``rdma_bytes_per_s`` = weight bytes / median publish seconds (the actor stall:
   one copy into ``/dev/shm``); ``pcie_bytes_per_s`` = weight bytes / median load seconds.
 
@@ -97,8 +99,6 @@ def fit_engine(runs: list[RunData]) -> Fit:
         lambda c: z @ c - y,
         np.full(x.shape[1], float(np.median(y)) / x.shape[1]),
         bounds=(0.0, np.inf),
-        loss="soft_l1",
-        f_scale=float(np.median(y)) * 0.2,
     )
     coef = res.x / scale
     r2, med, p90 = quality(y, x @ coef)
@@ -143,11 +143,10 @@ def fit_trainer(runs: list[RunData]) -> list[Fit]:
 
 
 def _through_origin(x: np.ndarray, y: np.ndarray) -> float:
-    """The slope c >= 0 of y = c x, robust to a few outliers (soft-L1 least squares)."""
-    res = least_squares(lambda c: c[0] * x - y, [float(np.median(y / np.maximum(x, 1e-12)))],
-                        bounds=(1e-15, np.inf), loss="soft_l1",
-                        f_scale=float(np.median(y)) * 0.2)  # fmt: skip
-    return float(res.x[0])
+    """The slope c of y = c x that reproduces the total: sum(y) / sum(x). The trainer's steps
+    on a shared machine carry a large, variable overhead; the ratio keeps the time the model
+    charges for a run equal to the time the runs took (the quantity throughput depends on)."""
+    return float(np.sum(y) / max(np.sum(x), 1e-30))
 
 
 def fit_transfer(runs: list[RunData]) -> list[Fit]:

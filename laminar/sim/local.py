@@ -20,6 +20,8 @@ measured on the machine the runs came from (``laminar/calibrate``):
   generated to the end, then trained on every core -> :class:`RuntimeSync`;
 - publish into ``/dev/shm`` (the actor stall) and a rollout's weight load -> the cost file's
   ``rdma`` and ``pcie`` links, fitted to those two durations;
+- finished trajectories reach the buffer at the rollout's next flush (every
+  ``runtime.flush_interval_s``; laminar mode) -> half an interval late on average;
 - the task's answer lengths, or a run's own trace (``workload.source: trace``) -> the
   workload (:func:`runtime_workload`).
 
@@ -200,6 +202,13 @@ class RuntimeLaminar(RuntimeSystem):
         k = min((replica.max_batch - held) // self.cfg.workload.samples_per_prompt, self.budget())
         if k > 0:
             self._take(cluster, replica, k)
+
+    def deliver(self, cluster, group) -> None:
+        """A rollout streams finished trajectories to the buffer every ``flush_interval_s``:
+        a group arrives, on average, half an interval after its last trajectory finished."""
+        delay_s = self.cfg.runtime.flush_interval_s / 2
+        arrive = cluster.env.timeout(delay_s)
+        arrive.callbacks.append(lambda _: cluster.buffer.put(group))
 
     def after_update(self, cluster, version: int) -> None:
         """The trainer consumed a step: the prompt budget opens by one global batch."""

@@ -233,7 +233,7 @@ class Replica:
             g = t.group
             g.remaining -= 1
             if g.remaining == 0:  # the whole GRPO group is done: into the experience buffer
-                cluster.buffer.put(g)
+                cluster.system.deliver(cluster, g)
         return done
 
     # Seen from outside ----------------------------------------------------------------------

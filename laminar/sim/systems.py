@@ -112,6 +112,10 @@ class System:
             replica.version = newest
             cluster.record_weight_wait(replica, wait_s)
 
+    def deliver(self, cluster, group) -> None:
+        """A group's last trajectory finished: it enters the experience buffer (at once)."""
+        cluster.buffer.put(group)
+
     def top_up(self, cluster, replica) -> None:
         """Called after a replica retired trajectories, with more still running: a system
         that refills a busy replica (the runtime's laminar mode) does it here. Laminar waits
