@@ -40,6 +40,7 @@ from laminar.sim.results import (
     trajectories_frame,
 )
 from laminar.sim.systems import resolve_systems
+from laminar.specs.memory import require_fit
 
 
 @dataclass
@@ -92,6 +93,7 @@ def simulate(
             f"must be below workload.steps ({config.workload.steps}) to leave a window",
         )
     systems = resolve_systems(config.sim.systems)
+    _check_memory(config, systems)
     t0 = time.perf_counter()
     if workload is None:
         workload = load_run_workload(config)
@@ -114,6 +116,24 @@ def simulate(
         cost_models={t["summary"]["system"]: cost for t in tables},
         timings_s=timings,
     )
+
+
+def _check_memory(config: LaminarConfig, systems) -> None:
+    """Refuse a configuration that does not fit in GPU memory (``laminar.specs.memory``),
+    once for the decoupled split and once for colocated systems, which train on every GPU.
+    A run on a cost file of a model outside the catalog (a calibrated tiny model) has no
+    model facts to check."""
+    if config.sim.cost_file and not _model_known(config):
+        return
+    for colocated in sorted({s.colocated for s in systems}):
+        require_fit(config, trainer_gpus=config.cluster.gpus if colocated else None)
+
+
+def _model_known(config: LaminarConfig) -> bool:
+    from laminar.specs.model import catalog_names
+
+    m = config.model
+    return bool(m.spec or m.hf_config) or m.name in catalog_names()
 
 
 def _run_system(config, system, cost, workload, on_step) -> tuple[dict, dict[str, float]]:

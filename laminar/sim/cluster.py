@@ -48,11 +48,7 @@ class Cluster:
         self.relay = RelayChain(self, list(self.split.rollout_machines))
         self.replicas = [
             Replica(self, i, m, self.relay.position_of(m))
-            for i, m in enumerate(
-                m
-                for m in self.split.rollout_machines
-                for _ in range(self.split.replicas_per_machine)
-            )
+            for i, m in enumerate(self.split.replica_machines())
         ]
         self.replica_by_id = {r.rid: r for r in self.replicas}
         self.trainer = Trainer(self)
@@ -68,9 +64,12 @@ class Cluster:
     def _check_fits(self) -> None:
         c, w, cost = self.cfg.cluster, self.cfg.workload, self.cost
         tp, gpm = cost.replica_gpus, min(c.gpus_per_machine, c.gpus)
-        if tp > gpm or gpm % tp:
+        if (gpm % tp) if tp <= gpm else (tp % gpm):
             raise ConfigError(
-                "config", "model.rollout_tp", f"{tp} must divide gpus_per_machine ({gpm})"
+                "config",
+                "model.rollout_tp",
+                f"a replica's GPUs (rollout_tp x rollout_ep = {tp}) must divide "
+                f"gpus_per_machine ({gpm}) or be whole machines",
             )
         if self.split.replicas < 1:
             raise ConfigError("config", "cluster.gpus", "no GPU is left for a rollout replica")
