@@ -30,7 +30,7 @@ from laminar.errors import ConfigError
 from laminar.rundir import staged_dir
 from laminar.sim.cluster import Cluster
 from laminar.sim.cost import CostModel
-from laminar.sim.costdata import cost_model_for
+from laminar.sim.costdata import cost_model_for, efficiency_basis
 from laminar.sim.faults import faults_frame
 from laminar.sim.results import (
     SUMMARY_COLUMNS,
@@ -105,6 +105,11 @@ def simulate(
     for t, took in runs:
         timings.update({f"{t['summary']['system']}.{k}": v for k, v in took.items()})
     summary = pd.DataFrame([t["summary"] for t in tables])
+    spec = "+spec" if config.cluster.hardware_spec else ""
+    summary["hardware"] = config.cluster.hardware + spec
+    summary["model"] = config.model.name
+    for basis, names in efficiency_basis(config).items():
+        summary[f"efficiencies_{basis}"] = names
     extra = [c for c in summary.columns if c not in SUMMARY_COLUMNS]
     return SimResult(
         config=config,

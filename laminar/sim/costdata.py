@@ -22,6 +22,7 @@ from laminar.sim.costtrain import derive_links, derive_train
 from laminar.specs.hardware import HardwareSpec, catalog_hardware, hardware_names, hardware_spec
 from laminar.specs.memory import rollout_replica, weight_bytes
 from laminar.specs.model import BYTES_PER_DTYPE, ModelSpec, catalog_names, catalog_spec, model_spec
+from laminar.specs.trainer import train_mfu
 
 
 def model_names() -> list[str]:
@@ -44,6 +45,21 @@ def cost_model_for(cfg: LaminarConfig) -> CostModel:
         memory_utilization=cfg.sim.gpu_memory_utilization,
         gpus_per_machine=min(cfg.cluster.gpus_per_machine, cfg.cluster.gpus),
     )
+
+
+def efficiency_basis(cfg: LaminarConfig) -> dict[str, str]:
+    """Which efficiencies the run's cost model rests on, by basis: ``calibrated`` and
+    ``assumed`` (``;``-separated names; ``config`` ones set by ``cluster.hardware_spec`` count
+    as assumed), for ``summary.csv``. A cost file's coefficients are all ``cost_file``."""
+    if cfg.sim.cost_file:
+        return {"calibrated": f"cost_file {cfg.sim.cost_file}", "assumed": ""}
+    hw = hardware_spec(cfg.cluster)
+    by = hw.basis()
+    mfu = train_mfu(hw.arch, 1e9)
+    calibrated = [*by.get("calibrated", []), *(["train_mfu"] if mfu.basis == "calibrated" else [])]
+    assumed = [*by.get("assumed", []), *by.get("config", [])]
+    assumed += ["train_mfu"] if mfu.basis != "calibrated" else []
+    return {"calibrated": ";".join(calibrated), "assumed": ";".join(assumed)}
 
 
 def derive(
