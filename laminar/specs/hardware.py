@@ -8,6 +8,7 @@ becomes ``config``), so a GPU not in the catalog is a named one plus the facts t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from dataclasses import dataclass
@@ -122,12 +123,7 @@ def hardware_spec(cluster: Any) -> HardwareSpec:
             raise ConfigError(
                 "config", path, f"unknown fact; known: arch, {', '.join(sorted(facts))}"
             )
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-        ):
-            raise ConfigError("config", path, f"expected a finite number (got {value!r})")
+        value = _number(value, path)
         if value < 0 or (value == 0 and key in POSITIVE_FACTS):
             raise ConfigError(
                 "config", path, f"must be {'> 0' if key in POSITIVE_FACTS else '>= 0'}"
@@ -136,3 +132,13 @@ def hardware_spec(cluster: Any) -> HardwareSpec:
         facts[key] = Fact(float(value), unit, "cluster.hardware_spec", "config", "the run's config")
     name = cluster.hardware + "+spec"
     return HardwareSpec(name, arch, facts)
+
+
+def _number(value: Any, path: str) -> float:
+    """A finite number; YAML 1.1 reads ``96e9`` (no dot) as text, so text that parses counts."""
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            value = float(value)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigError("config", path, f"expected a finite number (got {value!r})")
+    return float(value)

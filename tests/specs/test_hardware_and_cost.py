@@ -38,7 +38,7 @@ def test_catalog_has_every_gpu_with_a_source_per_fact():
 
 
 def test_inline_hardware_spec_overrides_facts_and_is_marked_config():
-    inline = "cluster.hardware_spec={gpu_memory_bytes: 9.6e+10, rdma_efficiency: 0.8}"
+    inline = "cluster.hardware_spec={gpu_memory_bytes: 96e9, rdma_efficiency: 0.8}"
     cfg = load_config(overrides=["cluster.hardware=h100-sxm", inline])
     hw = hardware_spec(cfg.cluster)
     assert hw["gpu_memory_bytes"] == 96e9 and hw.facts["rdma_efficiency"].basis == "config"
