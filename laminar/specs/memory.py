@@ -224,18 +224,19 @@ def _trainer_reason(cfg, spec, gpus, sharded, fixed, min_trainer, given) -> tupl
     if given is not None:
         return f"{msg}; raise cluster.gpus to at least {machines_needed * gpm}", "cluster.gpus"
     machines = c.gpus // gpm
-    if machines_needed < machines:
+    replica_machines = max(1, math.ceil(cfg.model.rollout_tp * cfg.model.rollout_ep / gpm))
+    if machines_needed + replica_machines <= machines:
         frac = machines_needed / machines
         return (
             f"{msg} (cluster.trainer_fraction {c.trainer_fraction} of {c.gpus}); raise "
             f"cluster.trainer_fraction to at least {frac:.3g}",
             "cluster.trainer_fraction",
         )
-    total = (machines_needed + 1) * gpm
+    total = (machines_needed + replica_machines) * gpm
     return (
         f"{msg} (cluster.trainer_fraction {c.trainer_fraction} of {c.gpus}); raise "
         f"cluster.gpus to at least {total} (the trainer's machines and one rollout "
-        "machine)",
+        "replica's)",
         "cluster.gpus",
     )
 
