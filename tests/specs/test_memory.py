@@ -82,3 +82,15 @@ def test_colocated_systems_are_checked_on_every_gpu():
     assert not check_fit(cfg).ok
     assert check_fit(cfg, trainer_gpus=32).ok
     assert simulate(cfg).summary.iloc[0]["trainer_gpus"] == 32
+
+
+def test_config_cli_lists_catalogs_and_checks_fit(capsys):
+    from laminar.cli import main
+
+    assert main(["config", "models"]) == 0
+    assert "deepseek-v3: 671.03B params" in capsys.readouterr().out
+    assert main(["config", "hardware"]) == 0
+    assert "mi300x: 192 GB" in capsys.readouterr().out
+    assert main(["config", "fit", "--preset", "paper-math-7b"]) == 0
+    assert "fits: trainer" in capsys.readouterr().out
+    assert main(["config", "fit", "--preset", "paper-math-72b", "--set", "cluster.gpus=16"]) == 2
