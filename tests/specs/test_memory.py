@@ -94,3 +94,12 @@ def test_config_cli_lists_catalogs_and_checks_fit(capsys):
     assert main(["config", "fit", "--preset", "paper-math-7b"]) == 0
     assert "fits: trainer" in capsys.readouterr().out
     assert main(["config", "fit", "--preset", "paper-math-72b", "--set", "cluster.gpus=16"]) == 2
+
+
+def test_deepseek_v3_fp8_fits_one_8xh200_machine_as_served_in_practice():
+    # SGLang and vLLM serve DeepSeek-V3 (FP8) on one 8 x H200 machine or two 8 x H100/H800.
+    h200 = [*DSV3, "cluster.hardware=h200", "cluster.gpus=256"]
+    fp8_cfg = load_config(preset="paper-math-7b", overrides=[*h200, "model.rollout_quant=fp8"])
+    fp8 = check_fit(fp8_cfg)
+    assert fp8.ok and fp8.min_replica_gpus == 8
+    assert not check_fit(load_config(preset="paper-math-7b", overrides=h200)).ok  # bf16: 1.3 TB
