@@ -39,11 +39,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _relay(args: argparse.Namespace) -> int:
     from laminar.errors import LaminarError
-    from laminar.rundir import staged_file
+    from laminar.rundir import prepare_file_out, staged_file
     from laminar.runtime.relay.bench import RelayBench
 
     if args.repeats < 1:
         raise LaminarError("--repeats must be at least 1")
+    if args.out:
+        prepare_file_out(args.out)  # before minutes of benchmark, not after
     bench = RelayBench(
         args.relays,
         args.mbytes << 20,

@@ -1,8 +1,10 @@
-"""Arguments shared by every command that takes a config."""
+"""Arguments shared by every command that takes a config or writes a run directory."""
 
 from __future__ import annotations
 
 import argparse
+import time
+from pathlib import Path
 
 from laminar.config import LaminarConfig, load_config
 
@@ -36,3 +38,30 @@ def config_from_args(args: argparse.Namespace, extra: list[str] | None = None) -
         overrides.append(f"seed={args.seed}")
     overrides += extra or []
     return load_config(args.config, preset=args.preset, overrides=overrides)
+
+
+def add_out_args(parser: argparse.ArgumentParser, default: str) -> None:
+    """``--out DIR`` and ``--force`` with the rules of :mod:`laminar.rundir` (new commands that
+    write a run directory call this, then :func:`out_target` before any work)."""
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help=f"run directory to write (default: {default}); a previous Laminar run directory "
+        "there is replaced, any other existing file or non-empty directory is refused",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="write --out even where it is refused: into a directory that holds other files "
+        "(those are kept; files of the same name are replaced), or over a file",
+    )
+
+
+def out_target(args: argparse.Namespace, default_prefix: str):
+    """The checked :class:`~laminar.rundir.OutputTarget` of ``--out`` (default
+    ``runs/<prefix>-<time>``); raises ``OutputError`` (exit 2) at once when it cannot be used.
+    Write into it with ``with laminar.rundir.staged_output(target) as stage: ...``."""
+    from laminar.rundir import prepare_out
+
+    out = args.out or f"runs/{default_prefix}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return prepare_out(Path(out), force=args.force, command=args.command)

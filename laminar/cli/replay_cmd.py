@@ -4,10 +4,8 @@ use 2)."""
 from __future__ import annotations
 
 import argparse
-import time
-from pathlib import Path
 
-from laminar.cli.common import add_config_args, config_from_args
+from laminar.cli.common import add_config_args, add_out_args, config_from_args, out_target
 from laminar.cli.simulate_cmd import run_and_write, systems_override
 
 
@@ -28,11 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="NAMES",
         help="comma-separated systems to compare ('all' for every one); default: the config's",
     )
-    p.add_argument(
-        "--out",
-        metavar="DIR",
-        help="run directory to write (default: runs/replay-<time>); replaced if it exists",
-    )
+    add_out_args(p, "runs/replay-<time>")
     p.set_defaults(func=_replay)
 
 
@@ -41,8 +35,7 @@ def _replay(args: argparse.Namespace) -> int:
     # The trace replaces whatever workload source the config names; batch shape stays.
     extra.append(f"workload.source={{type: trace, path: {_quoted(args.trace)}}}")
     cfg = config_from_args(args, extra)
-    out = Path(args.out or f"runs/replay-{time.strftime('%Y%m%d-%H%M%S')}")
-    return run_and_write(cfg, out)
+    return run_and_write(cfg, out_target(args, "replay"))
 
 
 def _quoted(path: str) -> str:

@@ -62,6 +62,10 @@ def _show(args: argparse.Namespace) -> int:
     from laminar.traces.report import format_per_step, format_stats
     from laminar.traces.stats import trace_stats
 
+    if args.plot:
+        from laminar.rundir import prepare_file_out
+
+        prepare_file_out(args.plot)
     df = read_trace(args.file, max_response_len=args.max_response_len)
     print(f"trace: {args.file}")
     print(format_stats(trace_stats(df)))
@@ -82,6 +86,9 @@ def _synth(args: argparse.Namespace) -> int:
         return 0
     if not args.preset or not args.output:
         raise LaminarError("trace synth needs PRESET and -o FILE (or --list)")
+    from laminar.rundir import prepare_file_out
+
+    prepare_file_out(args.output)
     df = synthesize(
         args.preset,
         steps=args.steps,
