@@ -32,6 +32,7 @@ directories get the user's usual permissions (umask), not ``mkdtemp``'s 0700.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -181,10 +182,18 @@ def staged_output(target: OutputTarget) -> Iterator[Path]:
             _write_marker(stage, target.command)
             with _signals_blocked():
                 _commit(stage, target)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(stage, ignore_errors=True)
         _remove_created(created)
+        if isinstance(e, OSError) and e.errno in _NO_ROOM:
+            raise OutputError(
+                f"{target.path}: cannot write the outputs: {e.strerror}; nothing written"
+            ) from None
         raise
+
+
+# Write failures that are the place's, not the program's: reported as OutputError (exit 2).
+_NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG}
 
 
 @contextmanager

@@ -9,6 +9,40 @@ from pathlib import Path
 from laminar.config import LaminarConfig, load_config
 
 
+def int_in(low: int, high: int):
+    """An argparse ``type``: a whole number in ``low..high`` (argparse's own error, exit 2)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number, got {text[:40]!r}"
+            ) from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is outside {low:,}..{high:,}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def float_in(low: float, high: float):
+    """An argparse ``type``: a finite number in ``low..high``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text[:40]!r}") from None
+        if not low <= value <= high:  # NaN fails too
+            raise argparse.ArgumentTypeError(f"{text[:40]} is outside {low:g}..{high:g}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
 def add_config_args(parser: argparse.ArgumentParser, *, positional: bool = True) -> None:
     """CONFIG (or ``--config CONFIG`` when the positional slot is taken), --preset NAME,
     --set KEY=VALUE (repeatable), --seed N."""
@@ -28,7 +62,9 @@ def add_config_args(parser: argparse.ArgumentParser, *, positional: bool = True)
         metavar="KEY=VALUE",
         help="override one field, e.g. --set cluster.gpus=64 (repeatable)",
     )
-    parser.add_argument("--seed", type=int, help="shorthand for --set seed=N")
+    parser.add_argument(
+        "--seed", type=int_in(0, 2**32 - 1), help="shorthand for --set seed=N (0..2^32-1)"
+    )
 
 
 def config_from_args(args: argparse.Namespace, extra: list[str] | None = None) -> LaminarConfig:

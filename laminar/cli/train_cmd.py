@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from laminar.cli.common import add_config_args, add_out_args, config_from_args, out_target
+from laminar.cli.common import (
+    add_config_args,
+    add_out_args,
+    config_from_args,
+    int_in,
+    out_target,
+)
 
 DEFAULT_PRESET = "tiny-cpu"
 
@@ -18,7 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_config_args(p)
     p.add_argument("--mode", choices=("laminar", "sync"), help="laminar (default) or sync")
-    p.add_argument("--steps", type=int, help="trainer steps (overrides workload.steps)")
+    p.add_argument(
+        "--steps", type=int_in(1, 1_000_000), help="trainer steps (overrides workload.steps)"
+    )
     add_out_args(p, "runs/train-<mode>-<time>")
     p.add_argument("--address", help="join this Ray cluster (default: start Ray locally)")
     p.add_argument("--verbose", action="store_true", help="show Ray and vLLM logs")

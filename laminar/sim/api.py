@@ -28,7 +28,7 @@ import pandas as pd
 from laminar.config import LaminarConfig, write_resolved
 from laminar.errors import ConfigError
 from laminar.rundir import run_output
-from laminar.sim.cluster import Cluster
+from laminar.sim.cluster import Cluster, check_setup
 from laminar.sim.cost import CostModel
 from laminar.sim.costdata import cost_model_for
 from laminar.sim.faults import faults_frame
@@ -98,10 +98,12 @@ def simulate(
         )
     systems = resolve_systems(config.sim.systems)
     t0 = time.perf_counter()
+    cost = cost_model_for(config)
+    for cls in systems:  # every system's setup before any runs (fail in milliseconds)
+        check_setup(config, cls(config), cost)
     if workload is None:
         workload = load_run_workload(config)
     workload = workload.reset_index(drop=True)
-    cost = cost_model_for(config)
     timings = {"workload": time.perf_counter() - t0}
     runs = [_run_system(config, cls(config), cost, workload, on_step) for cls in systems]
     tables = [t for t, _ in runs]
