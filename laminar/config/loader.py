@@ -50,6 +50,8 @@ def load_yaml(text: str, source: str) -> Any:
             return None
         _check_nodes(node, source)
         return loader.construct_document(node)
+    except (ValueError, OverflowError) as e:  # a value YAML cannot build (2023-13-45, 10**5000)
+        raise ConfigError(source, "", f"cannot parse a value: {_clip(str(e), 200)}") from None
     except RecursionError:
         raise ConfigError(source, "", f"nested deeper than {MAX_YAML_DEPTH} levels") from None
     finally:
