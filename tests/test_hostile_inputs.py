@@ -145,7 +145,7 @@ def test_bad_numbers_fail_at_config_time(capsys, override, message):
     assert main(["simulate", *_sets(override), "--out", "/nonexistent-never-written"]) == 2
     assert time.perf_counter() - t0 < 5.0
     line = _error(capsys)
-    assert message in line and "--set" in line or "config" in line
+    assert (message in line and "--set" in line) or "config" in line
 
 
 def test_a_discriminated_section_is_named_by_its_key_path(capsys):
