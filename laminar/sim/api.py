@@ -27,8 +27,8 @@ import pandas as pd
 
 from laminar.config import LaminarConfig, write_resolved
 from laminar.errors import ConfigError
-from laminar.rundir import staged_dir
-from laminar.sim.cluster import Cluster
+from laminar.rundir import run_output
+from laminar.sim.cluster import Cluster, check_setup
 from laminar.sim.cost import CostModel
 from laminar.sim.costdata import cost_model_for
 from laminar.sim.faults import faults_frame
@@ -58,20 +58,25 @@ class SimResult:
     """Wall seconds spent, by phase (``workload``, ``<system>.run``, ``<system>.tables``);
     not written to the run directory, which stays bit-for-bit repeatable."""
 
-    def write(self, out: str | Path) -> Path:
-        """Write the run directory ``out`` (whole, or not at all: ``laminar.rundir``)."""
+    def write(self, out: str | Path, *, force: bool = False) -> Path:
+        """Write the run directory ``out`` (whole, or not at all; an existing directory only
+        if it is a previous run or ``force``: ``laminar.rundir``)."""
         out = Path(out)
-        with staged_dir(out) as tmp:
-            write_resolved(self.config, tmp)
-            costs = {name: json.loads(m.to_json()) for name, m in self.cost_models.items()}
-            (tmp / "cost_model.json").write_text(json.dumps(costs, indent=2) + "\n")
-            self.summary.to_csv(tmp / "summary.csv", index=False)
-            self.steps.to_csv(tmp / "steps.csv", index=False)
-            self.trajectories.to_parquet(tmp / "trajectories.parquet", index=False)
-            self.replicas.to_parquet(tmp / "replicas.parquet", index=False)
-            if len(self.faults):
-                self.faults.to_csv(tmp / "faults.csv", index=False)
+        with run_output(out, force=force, command="simulate") as tmp:
+            self.write_into(tmp)
         return out
+
+    def write_into(self, run_dir: Path) -> None:
+        """Write the run directory's files into the (empty, staged) directory ``run_dir``."""
+        write_resolved(self.config, run_dir)
+        costs = {name: json.loads(m.to_json()) for name, m in self.cost_models.items()}
+        (run_dir / "cost_model.json").write_text(json.dumps(costs, indent=2) + "\n")
+        self.summary.to_csv(run_dir / "summary.csv", index=False)
+        self.steps.to_csv(run_dir / "steps.csv", index=False)
+        self.trajectories.to_parquet(run_dir / "trajectories.parquet", index=False)
+        self.replicas.to_parquet(run_dir / "replicas.parquet", index=False)
+        if len(self.faults):
+            self.faults.to_csv(run_dir / "faults.csv", index=False)
 
 
 def simulate(
@@ -93,10 +98,12 @@ def simulate(
         )
     systems = resolve_systems(config.sim.systems)
     t0 = time.perf_counter()
+    cost = cost_model_for(config)
+    for cls in systems:  # every system's setup before any runs (fail in milliseconds)
+        check_setup(config, cls(config), cost)
     if workload is None:
         workload = load_run_workload(config)
     workload = workload.reset_index(drop=True)
-    cost = cost_model_for(config)
     timings = {"workload": time.perf_counter() - t0}
     runs = [_run_system(config, cls(config), cost, workload, on_step) for cls in systems]
     tables = [t for t, _ in runs]
