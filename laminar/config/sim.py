@@ -43,6 +43,11 @@ class SimConfig(Section):
     trainer is the bottleneck it keeps the rollouts from running arbitrarily far ahead; when
     generation is, it never binds."""
 
+    train_micro_batch_tokens: int = Field(0, ge=0, le=10_000_000)
+    """Tokens in one trainer micro-batch, for the memory check's activations (tokens, 0..1e7);
+    0: one longest trajectory (max_prompt_len + max_response_len), the least a trainer that
+    does not split sequences can use."""
+
     warmup_steps: int = Field(0, ge=0, le=1_000_000)
     """Trainer steps left out of the summary's rates, as the paper averages after a warm-up
     (§8: ten warm-up iterations) (count, 0..1e6; must be < workload.steps)."""

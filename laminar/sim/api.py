@@ -30,7 +30,7 @@ from laminar.errors import ConfigError
 from laminar.rundir import run_output
 from laminar.sim.cluster import Cluster, check_setup
 from laminar.sim.cost import CostModel
-from laminar.sim.costdata import cost_model_for
+from laminar.sim.costdata import cost_model_for, efficiency_basis
 from laminar.sim.faults import faults_frame
 from laminar.sim.results import (
     SUMMARY_COLUMNS,
@@ -40,6 +40,7 @@ from laminar.sim.results import (
     trajectories_frame,
 )
 from laminar.sim.systems import resolve_systems
+from laminar.specs.memory import require_fit
 
 
 @dataclass
@@ -97,6 +98,7 @@ def simulate(
             f"must be below workload.steps ({config.workload.steps}) to leave a window",
         )
     systems = resolve_systems(config.sim.systems)
+    _check_memory(config, systems)
     t0 = time.perf_counter()
     cost = cost_model_for(config)
     for cls in systems:  # every system's setup before any runs (fail in milliseconds)
@@ -110,6 +112,11 @@ def simulate(
     for t, took in runs:
         timings.update({f"{t['summary']['system']}.{k}": v for k, v in took.items()})
     summary = pd.DataFrame([t["summary"] for t in tables])
+    spec = "+spec" if config.cluster.hardware_spec else ""
+    summary["hardware"] = config.cluster.hardware + spec
+    summary["model"] = config.model.name
+    for basis, names in efficiency_basis(config).items():
+        summary[f"efficiencies_{basis}"] = names
     extra = [c for c in summary.columns if c not in SUMMARY_COLUMNS]
     return SimResult(
         config=config,
@@ -121,6 +128,24 @@ def simulate(
         cost_models={t["summary"]["system"]: cost for t in tables},
         timings_s=timings,
     )
+
+
+def _check_memory(config: LaminarConfig, systems) -> None:
+    """Refuse a configuration that does not fit in GPU memory (``laminar.specs.memory``),
+    once for the decoupled split and once for colocated systems, which train on every GPU.
+    A run on a cost file of a model outside the catalog (a calibrated tiny model) has no
+    model facts to check."""
+    if config.sim.cost_file and not _model_known(config):
+        return
+    for colocated in sorted({s.colocated for s in systems}):
+        require_fit(config, trainer_gpus=config.cluster.gpus if colocated else None)
+
+
+def _model_known(config: LaminarConfig) -> bool:
+    from laminar.specs.model import catalog_names
+
+    m = config.model
+    return bool(m.spec or m.hf_config) or m.name in catalog_names()
 
 
 def _run_system(config, system, cost, workload, on_step) -> tuple[dict, dict[str, float]]:

@@ -29,9 +29,12 @@ def check_setup(cfg: LaminarConfig, system: System, cost: CostModel) -> GpuSplit
     (checked for every system before any runs, so a bad config fails in milliseconds)."""
     c, w = cfg.cluster, cfg.workload
     tp, gpm = cost.replica_gpus, min(c.gpus_per_machine, c.gpus)
-    if tp > gpm or gpm % tp:
+    if (gpm % tp) if tp <= gpm else (tp % gpm):
         raise ConfigError(
-            "config", "model.rollout_tp", f"{tp} must divide gpus_per_machine ({gpm})"
+            "config",
+            "model.rollout_tp",
+            f"a replica's GPUs (rollout_tp x rollout_ep = {tp}) must divide "
+            f"gpus_per_machine ({gpm}) or be whole machines",
         )
     split = system.split(cost)
     if split.trainer_gpus < 1:
@@ -84,11 +87,7 @@ class Cluster:
         self.relay = RelayChain(self, list(self.split.rollout_machines))
         self.replicas = [
             Replica(self, i, m, self.relay.position_of(m))
-            for i, m in enumerate(
-                m
-                for m in self.split.rollout_machines
-                for _ in range(self.split.replicas_per_machine)
-            )
+            for i, m in enumerate(self.split.replica_machines())
         ]
         self.replica_by_id = {r.rid: r for r in self.replicas}
         self.trainer = Trainer(self)

@@ -164,7 +164,7 @@ class Replica:
         cost = self.cost
         self.seg_t0 = self.busy_until
         self.seg_a = (
-            cost.decode_base_s + b * cost.decode_per_seq_s + self.kv * cost.decode_per_kv_token_s
+            cost.decode_fixed_s(b) + self.kv * cost.decode_per_kv_token_s
         )
         self.seg_c = b * cost.decode_per_kv_token_s
         self.seg_n, self.seg_done, self.seg_b, self.seg_kv0 = n, 0, b, self.kv
