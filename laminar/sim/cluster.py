@@ -92,7 +92,10 @@ class Cluster:
         self.replica_by_id = {r.rid: r for r in self.replicas}
         self.trainer = Trainer(self)
         repack = cfg.repack.enabled and system.uses_repack
-        self.manager = RolloutManager(self, cfg.repack.interval_s) if repack else None
+        rp = cfg.repack
+        self.manager = (
+            RolloutManager(self, rp.interval_s, rp.max_step_slowdown) if repack else None
+        )
         self.faults = FaultInjector(self) if cfg.faults.events else None
         system.start(self)
 

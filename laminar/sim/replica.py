@@ -17,12 +17,13 @@ present, changes it, then calls :meth:`wake` so it plans a new segment.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from heapq import heappop, heappush
 
 import simpy
 
-from laminar.policy.repack import ReplicaState, TrajectoryState
+from laminar.policy.repack import ReplicaState, StepCost, TrajectoryState
 from laminar.sim.decode import kv_integral, segment_time_s, steps_within
 from laminar.sim.pools import Trajectory
 
@@ -247,8 +248,14 @@ class Replica:
         """KV tokens in use now, without changing any state."""
         return self.kv + (self._steps_by(self.env.now) - self.seg_done) * self.seg_b
 
-    def snapshot(self, kv_prev_tokens: int) -> ReplicaState:
-        """What the rollout manager sees at a repack check (``laminar.policy.repack``)."""
+    def snapshot(
+        self,
+        kv_prev_tokens: int,
+        step_cost: StepCost | None = None,
+        max_step_slowdown: float = math.inf,
+    ) -> ReplicaState:
+        """What the rollout manager sees at a repack check (``laminar.policy.repack``), with
+        the step-cost model and the slowdown bound a destination honours (§8.4)."""
         steps = self.steps + self._steps_by(self.env.now) - self.seg_done
         trajs = tuple(
             [
@@ -267,6 +274,8 @@ class Replica:
             kv_prev_tokens,
             self.max_batch,
             trajs,
+            step_cost,
+            max_step_slowdown,
         )
 
     def detach_all(self) -> list[Trajectory]:
