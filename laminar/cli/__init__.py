@@ -27,6 +27,7 @@ SUBCOMMAND_MODULES = (
     "laminar.cli.replay_cmd",
     "laminar.cli.plot_cmd",
     "laminar.cli.train_cmd",
+    "laminar.cli.calibrate_cmd",
     "laminar.cli.bench_cmd",
 )
 

@@ -32,6 +32,13 @@ from laminar.sim.cluster import Cluster, check_setup
 from laminar.sim.cost import CostModel
 from laminar.sim.costdata import cost_model_for, efficiency_basis
 from laminar.sim.faults import faults_frame
+from laminar.sim.local import (
+    RUNTIME_SYSTEMS,
+    is_runtime_setting,
+    placed_cost,
+    runtime_config,
+    runtime_workload,
+)
 from laminar.sim.results import (
     SUMMARY_COLUMNS,
     replicas_frame,
@@ -97,17 +104,24 @@ def simulate(
             "sim.warmup_steps",
             f"must be below workload.steps ({config.workload.steps}) to leave a window",
         )
-    systems = resolve_systems(config.sim.systems)
-    _check_memory(config, systems)
     t0 = time.perf_counter()
-    cost = cost_model_for(config)
+    if is_runtime_setting(config):  # the job ``laminar train`` runs with this config
+        systems = [RUNTIME_SYSTEMS[config.runtime.mode]]
+        run_cfg = runtime_config(config)
+        if workload is None:
+            workload = runtime_workload(config)
+        cost = placed_cost(config, cost_model_for(config))
+    else:
+        systems, run_cfg = resolve_systems(config.sim.systems), config
+        _check_memory(config, systems)
+        cost = cost_model_for(config)
     for cls in systems:  # every system's setup before any runs (fail in milliseconds)
-        check_setup(config, cls(config), cost)
+        check_setup(run_cfg, cls(run_cfg), cost)
     if workload is None:
         workload = load_run_workload(config)
     workload = workload.reset_index(drop=True)
     timings = {"workload": time.perf_counter() - t0}
-    runs = [_run_system(config, cls(config), cost, workload, on_step) for cls in systems]
+    runs = [_run_system(run_cfg, cls(run_cfg), cost, workload, on_step) for cls in systems]
     tables = [t for t, _ in runs]
     for t, took in runs:
         timings.update({f"{t['summary']['system']}.{k}": v for k, v in took.items()})

@@ -85,6 +85,7 @@ class Cluster:
         self.on_step: Callable[[int], None] | None = None
         self.window: dict | None = None  # stats when the warm-up ended
         self.relay = RelayChain(self, list(self.split.rollout_machines))
+        self.core_sharing = system.core_sharing(self)  # None: each replica has its own GPUs
         self.replicas = [
             Replica(self, i, m, self.relay.position_of(m))
             for i, m in enumerate(self.split.replica_machines())
