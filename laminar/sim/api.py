@@ -92,11 +92,15 @@ def simulate(
     *,
     workload: pd.DataFrame | None = None,
     on_step: Callable[[str, int], None] | None = None,
+    summary_only: bool = False,
 ) -> SimResult:
     """Simulate every system of ``config.sim.systems`` on the same workload.
 
     ``workload`` (trace schema) defaults to ``laminar.traces.load_workload(config)``.
     ``on_step(system, steps_done)`` is called after each trainer step (progress bars).
+    ``summary_only`` (the planner's mode, ``laminar.plan``) records no per-replica series and
+    leaves the per-trajectory and per-replica tables empty; summary, steps and faults are the
+    same as a full run's.
     """
     if config.sim.warmup_steps >= config.workload.steps:
         raise ConfigError(
@@ -121,7 +125,14 @@ def simulate(
         workload = load_run_workload(config)
     workload = workload.reset_index(drop=True)
     timings = {"workload": time.perf_counter() - t0}
-    runs = [_run_system(run_cfg, cls(run_cfg), cost, workload, on_step) for cls in systems]
+    if summary_only and run_cfg.sim.replica_series:
+        run_cfg = run_cfg.model_copy(
+            update={"sim": run_cfg.sim.model_copy(update={"replica_series": False})}
+        )
+    runs = [
+        _run_system(run_cfg, cls(run_cfg), cost, workload, on_step, summary_only)
+        for cls in systems
+    ]
     tables = [t for t, _ in runs]
     for t, took in runs:
         timings.update({f"{t['summary']['system']}.{k}": v for k, v in took.items()})
@@ -162,7 +173,9 @@ def _model_known(config: LaminarConfig) -> bool:
     return bool(m.spec or m.hf_config) or m.name in catalog_names()
 
 
-def _run_system(config, system, cost, workload, on_step) -> tuple[dict, dict[str, float]]:
+def _run_system(
+    config, system, cost, workload, on_step, summary_only=False
+) -> tuple[dict, dict[str, float]]:
     """One system on a fresh cluster: its tables, and the seconds its phases took."""
     t0 = time.perf_counter()
     cluster = Cluster(config, system, cost, workload)
@@ -174,8 +187,8 @@ def _run_system(config, system, cost, workload, on_step) -> tuple[dict, dict[str
     tables = {
         "summary": summary_row(cluster),
         "steps": steps_frame(cluster),
-        "trajectories": trajectories_frame(cluster, workload),
-        "replicas": replicas_frame(cluster),
+        "trajectories": pd.DataFrame() if summary_only else trajectories_frame(cluster, workload),
+        "replicas": pd.DataFrame() if summary_only else replicas_frame(cluster),
         "faults": faults_frame(cluster),
     }
     return tables, {"run": t1 - t0, "tables": time.perf_counter() - t1}
