@@ -117,10 +117,11 @@ def simulate(
         cost = placed_cost(config, cost_model_for(config))
     else:
         systems, run_cfg = resolve_systems(config.sim.systems), config
-        _check_memory(config, systems)
         cost = cost_model_for(config)
     for cls in systems:  # every system's setup before any runs (fail in milliseconds)
         check_setup(run_cfg, cls(run_cfg), cost)
+    if run_cfg is config:  # a runtime setting (CPU replicas) has no GPU memory to fit
+        _check_memory(config, systems)
     if workload is None:
         workload = load_run_workload(config)
     workload = workload.reset_index(drop=True)
