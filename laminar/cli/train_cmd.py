@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import time
 
-from laminar.cli.common import add_config_args, config_from_args
+from laminar.cli.common import (
+    add_config_args,
+    add_out_args,
+    config_from_args,
+    int_in,
+    out_target,
+)
 
 DEFAULT_PRESET = "tiny-cpu"
 
@@ -19,8 +24,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_config_args(p)
     p.add_argument("--mode", choices=("laminar", "sync"), help="laminar (default) or sync")
-    p.add_argument("--steps", type=int, help="trainer steps (overrides workload.steps)")
-    p.add_argument("--out", help="run directory (default: runs/train-<mode>-<time>)")
+    p.add_argument(
+        "--steps", type=int_in(1, 1_000_000), help="trainer steps (overrides workload.steps)"
+    )
+    add_out_args(p, "runs/train-<mode>-<time>")
     p.add_argument("--address", help="join this Ray cluster (default: start Ray locally)")
     p.add_argument("--verbose", action="store_true", help="show Ray and vLLM logs")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -30,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _train(args: argparse.Namespace) -> int:
     import json
 
-    from laminar.rundir import staged_dir
+    from laminar.rundir import staged_output
     from laminar.runtime.driver import train
     from laminar.runtime.outputs import write_run_dir
 
@@ -42,9 +49,9 @@ def _train(args: argparse.Namespace) -> int:
     if args.address:
         args.overrides.append(f"runtime.address={args.address}")
     cfg = config_from_args(args)
-    out = args.out or f"runs/train-{cfg.runtime.mode}-{time.strftime('%Y%m%d-%H%M%S')}"
+    target = out_target(args, f"train-{cfg.runtime.mode}")
     bar = _progress(cfg.workload.steps, disabled=args.no_progress)
-    with staged_dir(out) as stage:
+    with staged_output(target) as stage:
         try:
             result = train(
                 cfg, on_step=bar.update_step, verbose=args.verbose, model_out=str(stage / "model")
@@ -55,7 +62,7 @@ def _train(args: argparse.Namespace) -> int:
     keys = ("mode", "steps", "wall_s", "train_tokens_per_s", "gen_tokens_per_s", "reward_first")
     keys += ("reward_last", "staleness_mean", "staleness_max", "trajectories_lost")
     print(json.dumps({k: summary[k] for k in keys}, indent=2))
-    print(f"run directory: {out}")
+    print(f"run directory: {target.path}")
     return 0
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from laminar.config.base import Section
 
@@ -186,3 +186,21 @@ class RuntimeConfig(Section):
 
     grpo: GrpoConfig = Field(default_factory=GrpoConfig)
     """The RL objective."""
+
+    @model_validator(mode="after")
+    def _faults_can_happen(self) -> RuntimeConfig:
+        # A fault injection that cannot happen would be skipped silently or fail mid-run.
+        if self.kill_rollout_at_step >= 0 and self.rollouts < 2:
+            raise ValueError(
+                "kill_rollout_at_step needs at least 2 rollouts (one must survive to take over "
+                f"the dead one's work); rollouts is {self.rollouts}"
+            )
+        if self.kill_trainer_at_step >= 0 and (
+            self.checkpoint_every == 0 or self.kill_trainer_at_step < self.checkpoint_every - 1
+        ):
+            raise ValueError(
+                f"kill_trainer_at_step {self.kill_trainer_at_step} restarts the trainer from a "
+                "checkpoint, but none exists by then: set checkpoint_every to at most "
+                f"{self.kill_trainer_at_step + 1} (now {self.checkpoint_every})"
+            )
+        return self

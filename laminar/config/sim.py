@@ -57,6 +57,13 @@ class SimConfig(Section):
     directory) to use instead of the hardware/model presets; empty: derive from the presets
     (0..4096 characters)."""
 
+    setting: Literal["auto", "cluster", "runtime"] = "auto"
+    """What the config describes: ``cluster`` (GPUs, ``cluster``/``model`` presets),
+    ``runtime`` (the job ``laminar train`` runs with this config: ``runtime.rollouts`` replicas
+    on their cores, the trainer on its cores, ``runtime.max_batch``, the prompt pool's flow
+    control, ``runtime.mode``; see ``laminar/sim/local.py``), or ``auto``: ``runtime`` when
+    ``cost_file`` was written by ``laminar calibrate``, else ``cluster``."""
+
     replica_series: bool = True
     """Record the per-replica time series (KV use, batch size) in ``replicas.parquet``
     (true/false); off saves memory on very long runs."""

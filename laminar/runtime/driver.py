@@ -14,7 +14,7 @@ from typing import Any
 from laminar.config import LaminarConfig
 from laminar.runtime import cluster, loops
 from laminar.runtime.engine import EngineSpec
-from laminar.runtime.manager import RolloutManager
+from laminar.runtime.manager import RolloutManager, step_cost_from_file
 from laminar.runtime.placement import place
 from laminar.runtime.pools import ExperienceBuffer, PartialResponsePool, PromptPool
 from laminar.runtime.relay.tier import weight_path_for
@@ -65,6 +65,7 @@ def launch(
     import ray
 
     rt, wl = cfg.runtime, cfg.workload
+    step_cost = step_cost_from_file(cfg.sim.cost_file)  # §8.4 step bound; read before any start
     job_dir = dirs.shm / job
     buffer = cluster.actor(ExperienceBuffer).remote(wl.samples_per_prompt, t0_s)
     partial = cluster.actor(PartialResponsePool).remote()
@@ -114,6 +115,8 @@ def launch(
         interval_s=cfg.repack.interval_s,
         repack_enabled=cfg.repack.enabled and rt.mode == "laminar",
         t0_s=t0_s,
+        step_cost=step_cost,
+        max_step_slowdown=cfg.repack.max_step_slowdown,
     )
     a = Actors(trainer, prompts, partial, buffer, rollouts, manager, info)
     a.procs = dict(zip(rollouts, footprints, strict=False))

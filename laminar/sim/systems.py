@@ -137,6 +137,20 @@ class System:
             replica.version = newest
             cluster.record_weight_wait(replica, wait_s)
 
+    def deliver(self, cluster, group) -> None:
+        """A group's last trajectory finished: it enters the experience buffer (at once)."""
+        cluster.buffer.put(group)
+
+    def top_up(self, cluster, replica) -> None:
+        """Called after a replica retired trajectories, with more still running: a system
+        that refills a busy replica (the runtime's laminar mode) does it here. Laminar waits
+        until the replica is empty (``refill``)."""
+
+    def core_sharing(self, cluster):
+        """What slows replicas that share hardware (``laminar.sim.local.CoreSharing``); None:
+        every replica has its own GPUs."""
+        return None
+
     def start(self, cluster) -> None:
         """Called once the cluster is wired, before it runs: start any process of the system's
         own (the baselines' round dispatchers). Laminar has none."""

@@ -7,6 +7,7 @@ import pytest
 
 from laminar.cli import main
 from laminar.config import load_config
+from laminar.rundir import MARKER
 from laminar.sim.results import SUMMARY_COLUMNS
 from laminar.traces import read_trace
 from laminar.traces.schema import MEASURED_COLUMNS, REQUIRED_COLUMNS
@@ -33,7 +34,7 @@ def test_run_directory_and_stdout(tmp_path, capsys):
     assert main(_args(out, "--systems", "laminar", "--seed", "3")) == 0
     printed = capsys.readouterr().out
     assert "laminar" in printed and "training throughput" in printed and str(out) in printed
-    assert sorted(p.name for p in out.iterdir()) == sorted(FILES)
+    assert sorted(p.name for p in out.iterdir()) == sorted([MARKER, *FILES])
     cfg = load_config(out / "config.yaml")
     assert cfg.seed == 3 and cfg.cluster.gpus == 8 and cfg.sim.systems == ["laminar"]
     summary = pd.read_csv(out / "summary.csv")
