@@ -133,6 +133,10 @@ def check_fit(cfg: Any, *, trainer_gpus: int | None = None) -> FitReport:
     spec, hw = model_spec(cfg.model), hardware_spec(cfg.cluster)
     m = cfg.model
     gpus = trainer_gpus or decoupled_trainer_gpus(cfg.cluster, m.rollout_tp * m.rollout_ep)
+    if gpus < 1:  # one GPU in all: the rollout replica takes it
+        return FitReport(False, f"cluster.gpus={cfg.cluster.gpus} leaves no GPU for the trainer "
+                         "next to a rollout replica", "cluster.gpus", 0, 0.0, 0, 0.0, 0,
+                         hw["gpu_memory_bytes"])  # fmt: skip
     sharded, fixed = trainer_bytes(cfg, spec, hw)
     gpu_bytes = hw["gpu_memory_bytes"]
     room = gpu_bytes - fixed
@@ -220,7 +224,11 @@ def _trainer_reason(cfg, spec, gpus, sharded, fixed, min_trainer, given) -> tupl
         )
     gpm = min(c.gpus_per_machine, c.gpus)
     machines_needed = math.ceil(min_trainer / gpm)
-    msg = f"{what}: at least {min_trainer} trainer GPUs ({machines_needed} machines), {gpus} given"
+    plural = "s" if machines_needed > 1 else ""
+    msg = (
+        f"{what}: at least {min_trainer} trainer GPUs ({machines_needed} machine{plural}), "
+        f"{gpus} given"
+    )
     if given is not None:
         return f"{msg}; raise cluster.gpus to at least {machines_needed * gpm}", "cluster.gpus"
     machines = c.gpus // gpm

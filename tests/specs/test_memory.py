@@ -103,3 +103,8 @@ def test_deepseek_v3_fp8_fits_one_8xh200_machine_as_served_in_practice():
     fp8 = check_fit(fp8_cfg)
     assert fp8.ok and fp8.min_replica_gpus == 8
     assert not check_fit(load_config(preset="paper-math-7b", overrides=h200)).ok  # bf16: 1.3 TB
+
+
+def test_a_single_gpu_leaves_no_trainer_and_says_so():
+    report = check_fit(load_config(overrides=["cluster.gpus=1"]))
+    assert not report.ok and report.key_path == "cluster.gpus" and "no GPU" in report.reason
