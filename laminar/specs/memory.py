@@ -44,7 +44,8 @@ class FitReport:
     trainer_gpus: int
     trainer_bytes_per_gpu: float
     min_trainer_gpus: int
-    """Fewest trainer GPUs whose memory holds the trainer (0: none would)."""
+    """Fewest trainer GPUs whose memory holds the trainer (0: none would); a GPU count, to be
+    rounded up to whole machines for a decoupled split."""
     rollout_bytes_per_gpu: float
     """Weights, reserve and the minimum KV cache on one rollout GPU."""
     min_replica_gpus: int
