@@ -50,8 +50,8 @@ class ModelConfig(Section):
     (``tiny-llama``); 1..128 characters."""
 
     hf_config: str = Field("", max_length=4096)
-    """Path of a Hugging Face ``config.json`` to simulate instead of a catalog model (0..4096
-    characters); empty: the catalog's ``name``."""
+    """Path of a Hugging Face ``config.json`` to simulate instead of a catalog model, relative
+    to the working directory (0..4096 characters); empty: the catalog's ``name``."""
 
     spec: dict[str, Any] | None = Field(None, max_length=256)
     """Inline ``config.json`` keys (``hidden_size``, ``num_hidden_layers``, ...; at most 256);

@@ -125,7 +125,7 @@ def derive_specs(
     replica = rollout_replica(_Cfg(dtype, quant, memory_utilization), m, hw, tp, ep)
     _derive_memory(put, hw, m, replica, memory_utilization)
     _derive_decode(put, hw, m, (dense, routed, dtype), tp, ep, quant, gpus_per_machine)
-    _derive_prefill(put, hw, m, dense + routed, tp, ep, quant)
+    _derive_prefill(put, hw, m, dense + routed, tp, ep, quant, gpus_per_machine)
     derive_train(put, hw, m, dtype)
     derive_links(put, hw, gpus_per_machine)
     return CostModel(c, f"{hw.name} / {m.name} / tp={tp}" + (f" ep={ep}" if ep > 1 else ""))
@@ -209,7 +209,7 @@ def _alltoall(hw, m: ModelSpec, tp, ep, gpm) -> tuple[float, float, str]:
     return 2 * m.moe_layers * hw["alltoall_startup_s"], per_seq, "NVLink" if in_domain else "NICs"
 
 
-def _derive_prefill(put, hw, m: ModelSpec, all_bytes, tp, ep, quant) -> None:
+def _derive_prefill(put, hw, m: ModelSpec, all_bytes, tp, ep, quant, gpm) -> None:
     hbm = hw["hbm_bytes_per_s"]
     w_eff = hw.facts["decode_weight_bw_efficiency"]
     eff = hw.facts["prefill_flops_efficiency"]
@@ -221,12 +221,13 @@ def _derive_prefill(put, hw, m: ModelSpec, all_bytes, tp, ep, quant) -> None:
         "s",
         "one pass over all weights (every expert) per prefill batch, as decode_base_s",
     )
+    _, a2a_per_token, _ = _alltoall(hw, m, tp, ep, gpm)
     put(
         "prefill_per_token_s",
-        m.linear_flop_per_token / (tp * ep) / (peak * eff.value),
+        m.linear_flop_per_token / (tp * ep) / (peak * eff.value) + a2a_per_token,
         "s/token",
         f"2 x active params / (tp x ep) FLOP / (peak x prefill_flops_efficiency {eff.value} "
-        f"[{eff.cite()}])",
+        f"[{eff.cite()}])" + (" + the EP all-to-all bytes of a token, as decode" if ep > 1 else ""),
     )
     put(
         "prefill_per_token_sq_s",

@@ -44,7 +44,8 @@ class FitReport:
     trainer_gpus: int
     trainer_bytes_per_gpu: float
     min_trainer_gpus: int
-    """Fewest trainer GPUs whose memory holds the trainer (0: none would)."""
+    """Fewest trainer GPUs whose memory holds the trainer (0: none would); a GPU count, to be
+    rounded up to whole machines for a decoupled split."""
     rollout_bytes_per_gpu: float
     """Weights, reserve and the minimum KV cache on one rollout GPU."""
     min_replica_gpus: int
@@ -133,6 +134,10 @@ def check_fit(cfg: Any, *, trainer_gpus: int | None = None) -> FitReport:
     spec, hw = model_spec(cfg.model), hardware_spec(cfg.cluster)
     m = cfg.model
     gpus = trainer_gpus or decoupled_trainer_gpus(cfg.cluster, m.rollout_tp * m.rollout_ep)
+    if gpus < 1:  # one GPU in all: the rollout replica takes it
+        return FitReport(False, f"cluster.gpus={cfg.cluster.gpus} leaves no GPU for the trainer "
+                         "next to a rollout replica", "cluster.gpus", 0, 0.0, 0, 0.0, 0,
+                         hw["gpu_memory_bytes"])  # fmt: skip
     sharded, fixed = trainer_bytes(cfg, spec, hw)
     gpu_bytes = hw["gpu_memory_bytes"]
     room = gpu_bytes - fixed
@@ -220,22 +225,27 @@ def _trainer_reason(cfg, spec, gpus, sharded, fixed, min_trainer, given) -> tupl
         )
     gpm = min(c.gpus_per_machine, c.gpus)
     machines_needed = math.ceil(min_trainer / gpm)
-    msg = f"{what}: at least {min_trainer} trainer GPUs ({machines_needed} machines), {gpus} given"
+    plural = "s" if machines_needed > 1 else ""
+    msg = (
+        f"{what}: at least {min_trainer} trainer GPUs ({machines_needed} machine{plural}), "
+        f"{gpus} given"
+    )
     if given is not None:
         return f"{msg}; raise cluster.gpus to at least {machines_needed * gpm}", "cluster.gpus"
     machines = c.gpus // gpm
-    if machines_needed < machines:
+    replica_machines = max(1, math.ceil(cfg.model.rollout_tp * cfg.model.rollout_ep / gpm))
+    if machines_needed + replica_machines <= machines:
         frac = machines_needed / machines
         return (
             f"{msg} (cluster.trainer_fraction {c.trainer_fraction} of {c.gpus}); raise "
             f"cluster.trainer_fraction to at least {frac:.3g}",
             "cluster.trainer_fraction",
         )
-    total = (machines_needed + 1) * gpm
+    total = (machines_needed + replica_machines) * gpm
     return (
         f"{msg} (cluster.trainer_fraction {c.trainer_fraction} of {c.gpus}); raise "
         f"cluster.gpus to at least {total} (the trainer's machines and one rollout "
-        "machine)",
+        "replica's)",
         "cluster.gpus",
     )
 

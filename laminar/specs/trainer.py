@@ -38,9 +38,11 @@ def train_mfu(arch: str, active_params: float) -> Fact:
         by_size.setdefault(float(r["params"]), []).append(float(r["mfu"]))
     points = sorted((n, sum(v) / len(v)) for n, v in by_size.items())
     mfu = _interp_log(points, active_params)
-    used = "; ".join(sorted({r["source"].split(":")[0] for r in mine}))
     how = ", ".join(f"{n / 1e9:.3g}B: {m:.3f}" for n, m in points)
-    where = f"published {mine[0]['arch']} runs ({how}; interpolated in log params) - {used}"
+    where = (
+        f"published {mine[0]['arch']} training runs ({how}), interpolated in log params; "
+        "sources in laminar/data/train_mfu.json"
+    )
     if basis == "assumed":
         where = f"no published {arch or 'unknown-arch'} run; {where}"
     return Fact(mfu, "1", f"MFU at {active_params / 1e9:.3g}B active params", basis, where)

@@ -126,3 +126,42 @@ def test_hf_config_and_inline_spec_simulate(tmp_path):
     assert simulate(inline).summary.iloc[0]["train_tokens_per_s"] > 0
     moe = load_config(overrides=[*SHORT, "model.name=qwen3-30b-a3b", "model.rollout_ep=2"])
     assert simulate(moe).summary.iloc[0]["replicas"] == 8 // 2 * 1
+
+
+def test_data_parallel_sync_is_charged_and_grows_across_machines():
+    m = derive("h800", "qwen2.5-7b", tp=1)
+    assert m.train_sync_s(1) == 0.0
+    inside, across = m.train_sync_s(8), m.train_sync_s(16)
+    assert 0 < inside < across  # NVLink inside a machine, a share of the NICs across
+    grads = catalog_spec("qwen2.5-7b").total_params * 2
+    assert across == pytest.approx(2 * 15 / 16 * grads / (m.rdma_bytes_per_s / 8))
+    # Training no longer scales perfectly: 32x the GPUs is less than 32x faster.
+    lens = [4096] * 512
+    assert m.train_s(lens, 8) / m.train_s(lens, 256) < 32
+
+
+def test_cost_files_without_the_optional_coefficients_keep_their_meaning(tmp_path):
+    from laminar.sim.cost import OPTIONAL_UNITS, load_cost_file
+
+    data = json.loads(derive("h800", "qwen2.5-7b", tp=1).to_json())
+    for name in OPTIONAL_UNITS:
+        data["coefficients"].pop(name)
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    old = load_cost_file(path)
+    flop = 1000 * old.train_flop_per_token + 1000**2 * old.train_flop_per_token_sq
+    assert old.train_s([1000], 4) == pytest.approx(flop / (4 * old.train_flop_per_s_per_gpu))
+    assert old.decode_fixed_s(64) == pytest.approx(old.decode_base_s + 64 * old.decode_per_seq_s)
+
+
+def test_trainer_mfu_comes_from_published_runs():
+    from laminar.specs.trainer import train_mfu
+
+    runs = json.loads((resources.files("laminar") / "data" / "train_mfu.json").read_text())
+    assert all(len(r["source"]) > 20 for r in runs["runs"])
+    small, mid, big = (train_mfu("hopper", n).value for n in (1e9, 72e9, 1e12))
+    assert small == pytest.approx(0.36) and big == pytest.approx(0.42)  # clamped at the ends
+    assert small < mid < big
+    assert train_mfu("ampere", 8.03e9).value == pytest.approx(0.582)
+    borrowed = train_mfu("cdna3", 8e9)
+    assert borrowed.basis == "assumed" and "no published cdna3 run" in borrowed.where

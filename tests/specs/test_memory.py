@@ -82,3 +82,29 @@ def test_colocated_systems_are_checked_on_every_gpu():
     assert not check_fit(cfg).ok
     assert check_fit(cfg, trainer_gpus=32).ok
     assert simulate(cfg).summary.iloc[0]["trainer_gpus"] == 32
+
+
+def test_config_cli_lists_catalogs_and_checks_fit(capsys):
+    from laminar.cli import main
+
+    assert main(["config", "models"]) == 0
+    assert "deepseek-v3: 671.03B params" in capsys.readouterr().out
+    assert main(["config", "hardware"]) == 0
+    assert "mi300x: 192 GB" in capsys.readouterr().out
+    assert main(["config", "fit", "--preset", "paper-math-7b"]) == 0
+    assert "fits: trainer" in capsys.readouterr().out
+    assert main(["config", "fit", "--preset", "paper-math-72b", "--set", "cluster.gpus=16"]) == 2
+
+
+def test_deepseek_v3_fp8_fits_one_8xh200_machine_as_served_in_practice():
+    # SGLang and vLLM serve DeepSeek-V3 (FP8) on one 8 x H200 machine or two 8 x H100/H800.
+    h200 = [*DSV3, "cluster.hardware=h200", "cluster.gpus=256"]
+    fp8_cfg = load_config(preset="paper-math-7b", overrides=[*h200, "model.rollout_quant=fp8"])
+    fp8 = check_fit(fp8_cfg)
+    assert fp8.ok and fp8.min_replica_gpus == 8
+    assert not check_fit(load_config(preset="paper-math-7b", overrides=h200)).ok  # bf16: 1.3 TB
+
+
+def test_a_single_gpu_leaves_no_trainer_and_says_so():
+    report = check_fit(load_config(overrides=["cluster.gpus=1"]))
+    assert not report.ok and report.key_path == "cluster.gpus" and "no GPU" in report.reason
