@@ -39,6 +39,7 @@ from laminar.sim.results import (
     summary_row,
     trajectories_frame,
 )
+from laminar.sim.steady import warmup_steps
 from laminar.sim.systems import resolve_systems
 
 
@@ -85,7 +86,7 @@ def simulate(
     ``workload`` (trace schema) defaults to ``laminar.traces.load_workload(config)``.
     ``on_step(system, steps_done)`` is called after each trainer step (progress bars).
     """
-    if config.sim.warmup_steps >= config.workload.steps:
+    if warmup_steps(config) >= config.workload.steps:  # "auto" always leaves a window
         raise ConfigError(
             "config",
             "sim.warmup_steps",
