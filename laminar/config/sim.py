@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
@@ -48,9 +48,11 @@ class SimConfig(Section):
     0: one longest trajectory (max_prompt_len + max_response_len), the least a trainer that
     does not split sequences can use."""
 
-    warmup_steps: int = Field(0, ge=0, le=1_000_000)
+    warmup_steps: Annotated[int, Field(ge=0, le=1_000_000)] | Literal["auto"] = "auto"
     """Trainer steps left out of the summary's rates, as the paper averages after a warm-up
-    (§8: ten warm-up iterations) (count, 0..1e6; must be < workload.steps)."""
+    (§8: ten warm-up iterations) (count, 0..1e6, below workload.steps; ``auto``: the first
+    quarter of workload.steps, rounded down). The summary says whether the figures after it are
+    steady (``laminar.sim.steady``)."""
 
     cost_file: str = Field("", max_length=4096)
     """JSON file of cost-model coefficients (as written to ``cost_model.json`` in a run

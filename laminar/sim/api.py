@@ -46,6 +46,7 @@ from laminar.sim.results import (
     summary_row,
     trajectories_frame,
 )
+from laminar.sim.steady import warmup_steps
 from laminar.sim.systems import resolve_systems
 from laminar.specs.memory import require_fit
 
@@ -102,7 +103,7 @@ def simulate(
     leaves the per-trajectory and per-replica tables empty; summary, steps and faults are the
     same as a full run's.
     """
-    if config.sim.warmup_steps >= config.workload.steps:
+    if warmup_steps(config) >= config.workload.steps:  # "auto" always leaves a window
         raise ConfigError(
             "config",
             "sim.warmup_steps",

@@ -20,6 +20,7 @@ from laminar.sim.manager import RolloutManager
 from laminar.sim.pools import ExperienceBuffer, PartialResponsePool, PromptPool
 from laminar.sim.relay import RelayChain
 from laminar.sim.replica import Replica
+from laminar.sim.steady import warmup_steps
 from laminar.sim.systems import GpuSplit, System
 from laminar.sim.trainer import Trainer
 
@@ -84,6 +85,7 @@ class Cluster:
         self.weight_waits: list[tuple[float, int, float]] = []  # (t_s, replica index, wait_s)
         self.on_step: Callable[[int], None] | None = None
         self.window: dict | None = None  # stats when the warm-up ended
+        self.warmup_steps = warmup_steps(cfg)  # ``sim.warmup_steps``, ``auto`` resolved
         self.relay = RelayChain(self, list(self.split.rollout_machines))
         self.core_sharing = system.core_sharing(self)  # None: each replica has its own GPUs
         self.replicas = [
@@ -112,7 +114,7 @@ class Cluster:
 
     def on_step_done(self, steps_done: int) -> None:
         """The trainer finished a step: mark the end of the warm-up, tick the progress bar."""
-        if steps_done == self.cfg.sim.warmup_steps:
+        if steps_done == self.warmup_steps:
             self.window = self.totals()
         if self.on_step is not None:
             self.on_step(steps_done)
@@ -139,7 +141,7 @@ class Cluster:
 
     def run(self) -> None:
         """Simulate until the trainer finishes its steps or ``sim.max_sim_time_s`` passes."""
-        if self.cfg.sim.warmup_steps == 0:
+        if self.warmup_steps == 0:
             self.window = self.totals()
         limit = self.env.timeout(self.cfg.sim.max_sim_time_s)
         self.env.run(until=self.trainer.done | limit)
