@@ -51,31 +51,40 @@ METRICS = ("train_tokens_per_s", "step_time_s", "gen_tokens_per_s", "staleness_m
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
 
+WARMUP_STEPS = 1  # left out of both sides: the first step pays cold starts (engines, torch)
+
+
 def measured(run: Path) -> dict:
-    """The figures of one real run, defined as the simulator defines them."""
+    """The figures of one real run, defined as the simulator defines them: over the window
+    from the end of step ``WARMUP_STEPS - 1`` to the end of the last step."""
     s = json.loads((run / "summary.json").read_text())
     eng = pd.read_csv(run / "profile" / "engine_steps.csv")
     tr = pd.read_csv(run / "profile" / "trainer_steps.csv")
-    lo, hi = s["setup_s"], s["setup_s"] + s["wall_s"]  # the loop's window on the job clock
-    win = eng[(eng["at_s"] >= lo) & (eng["at_s"] <= hi)]
+    took = tr["wait_s"] + tr["train_s"] + tr["publish_s"]  # a step, back to back with the next
+    win_tr = tr[tr["step"] >= WARMUP_STEPS]
+    window_s = float(took[tr["step"] >= WARMUP_STEPS].sum())
+    lo = s["setup_s"] + float(took[tr["step"] < WARMUP_STEPS].sum())  # on the job clock
+    win = eng[(eng["at_s"] > lo) & (eng["at_s"] <= lo + window_s)]
     kv_token_s = float((win["kv_tokens"] * win["step_s"]).sum())
-    share = (tr["train_cpu_s"] / tr["train_s"]).median() if "train_cpu_s" in tr else np.nan
+    share = (win_tr["train_cpu_s"] / win_tr["train_s"]).median()
+    stale = pd.read_parquet(run / "trajectories.parquet", columns=["step", "staleness"])
+    stale = stale[(stale["step"] >= WARMUP_STEPS) & (stale["step"] < s["steps"])]["staleness"]
     return {
-        "train_tokens_per_s": s["train_tokens_per_s"],
-        "step_time_s": s["wall_s"] / s["steps"],
-        "gen_tokens_per_s": s["gen_tokens_per_s"],
-        "staleness_mean": s["staleness_mean"],
-        "staleness_max": s["staleness_max"],
-        "kv_tokens_mean": kv_token_s / (s["wall_s"] * s["rollouts"]),
+        "train_tokens_per_s": float(win_tr["tokens"].sum()) / window_s,
+        "step_time_s": window_s / len(win_tr),
+        "gen_tokens_per_s": float((win["decode_seqs"] + win["prefill_seqs"]).sum()) / window_s,
+        "staleness_mean": float(stale.mean()),
+        "staleness_max": float(stale.max()),
+        "kv_tokens_mean": kv_token_s / (window_s * s["rollouts"]),
         "trainer_cpu_share": float(share),
-        "loadavg_1m": float(tr["loadavg_1m"].median()) if "loadavg_1m" in tr else np.nan,
+        "loadavg_1m": float(tr["loadavg_1m"].median()),
         "wall_s": s["wall_s"],
     }
 
 
 def predicted(run: Path, cost: Path, *, trace: bool) -> dict:
     """The simulator's figures for the job in ``run/config.yaml``."""
-    sets = [f"sim.cost_file={cost}"]
+    sets = [f"sim.cost_file={cost}", f"sim.warmup_steps={WARMUP_STEPS}"]
     if trace:
         path = run / "trajectories.parquet"
         sets.append(f"workload.source={{type: trace, path: {path}}}")

@@ -14,7 +14,14 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from laminar.calibrate.fit import Fit, fit_engine, fit_trainer, fit_transfer, train_flops
+from laminar.calibrate.fit import (
+    Fit,
+    fit_engine,
+    fit_refill,
+    fit_trainer,
+    fit_transfer,
+    train_flops,
+)
 from laminar.calibrate.rundir import RunData, RunDirError, read_run
 from laminar.sim.cost import COEFFICIENT_UNITS, Coefficient, CostModel
 
@@ -44,14 +51,17 @@ def calibrate(run_dirs: Sequence[str | Path]) -> tuple[dict, list[Fit]]:
         engine = fit_engine(runs)
         trainers = fit_trainer(runs)
         transfers = fit_transfer(runs)
+        refill = fit_refill(runs)
     except ValueError as e:
         raise RunDirError(f"{', '.join(str(r.path) for r in runs)}: {e}") from None
     if not trainers:
         raise RunDirError(f"{runs[0].path}: no trainer step recorded in any run")
-    return _cost_content(runs, engine, trainers, transfers), [engine, *trainers, *transfers]
+    fits = [engine, *trainers, *transfers, refill]
+    return _cost_content(runs, engine, trainers, transfers, refill), fits
 
 
-def _cost_content(runs: list[RunData], engine: Fit, trainers: list[Fit], transfers: list[Fit]):
+def _cost_content(runs: list[RunData], engine: Fit, trainers: list[Fit], transfers: list[Fit],
+                  refill: Fit) -> dict:  # fmt: skip
     m = runs[0].machine
     where = f"fitted to {len(runs)} run(s) by laminar calibrate"
     f1, f2 = train_flops(runs[0])
@@ -72,7 +82,8 @@ def _cost_content(runs: list[RunData], engine: Fit, trainers: list[Fit], transfe
         "rdma_startup_s": (0.0, "a local copy: no message start-up"),
     }
     for name, v in engine.values.items():
-        values[name] = (v, f"engine-step least squares, {where}")
+        if name in COEFFICIENT_UNITS:
+            values[name] = (v, f"engine-step least squares, {where}")
     for fit in transfers:
         for name, v in fit.values.items():
             values[name] = (v, f"{fit.name}: {fit.note}, {where}")
@@ -84,10 +95,12 @@ def _cost_content(runs: list[RunData], engine: Fit, trainers: list[Fit], transfe
     content = json.loads(model.to_json())
     content["runtime"] = {
         "trainer_flop_per_s_by_threads": {f.note: f.values["train_flop_per_s"] for f in trainers},
+        "refill_latency_s": refill.values["refill_latency_s"],
+        "core_sharing_alpha": engine.values["core_sharing_alpha"],
         "runs": [str(r.path) for r in runs],
         "cpu_model": m["cpu_model"],
     }
-    content["fit"] = {f.name: asdict(f) for f in [engine, *trainers, *transfers]}
+    content["fit"] = {f.name: asdict(f) for f in [engine, *trainers, *transfers, refill]}
     return content
 
 

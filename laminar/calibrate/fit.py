@@ -2,9 +2,11 @@
 
 Terms, each fitted by ``scipy.optimize.least_squares`` with coefficients >= 0:
 
-- **engine step**: an engine step's wall seconds, divided by the number k of replicas sharing
-  its cores that were busy then (processor sharing, the simulator's ``CoreSharing``), is
-  ``decode_base_s + decode_per_seq_s x sequences decoded + decode_per_kv_token_s x KV tokens
+- **engine step**: an engine step's wall seconds are 1 + alpha (k - 1) times (k: replicas
+  sharing its cores that were busy then, the simulator's ``CoreSharing``; alpha = 1 would be
+  perfect processor sharing, below 1 the engines fill each other's idle moments)
+  ``decode_base_s +
+  decode_per_seq_s x sequences decoded + decode_per_kv_token_s x KV tokens
   + prefill_per_token_s x prompt tokens prefilled in the step``. vLLM prefills inside a
   decode step, so prefill has no base of its own (``prefill_base_s`` = 0) and prompts this
   short cannot separate a squared term (``prefill_per_token_sq_s`` = 0). Plain least squares,
@@ -14,9 +16,15 @@ Terms, each fitted by ``scipy.optimize.least_squares`` with coefficients >= 0:
   ``train_flop_per_token_sq`` x squared lengths) / rate, with the FLOP counts of the model
   (8 x params, 8 x layers x hidden, as ``laminar.sim.costdata`` counts them); the rate is
   fitted per trainer thread count (``runtime.trainer_flop_per_s_by_threads``) as total FLOPs
-  over total seconds, so the model charges the calibration runs exactly the time they spent.
+  over total seconds, so the model charges the calibration runs exactly the time they spent
+  (step 0 left out: a fresh trainer's first step pays torch's warm-up).
 - **weights**: ``rdma_bytes_per_s`` = weight bytes / median publish seconds (the actor stall:
   one copy into ``/dev/shm``); ``pcie_bytes_per_s`` = weight bytes / median load seconds.
+
+- **refill latency**: from a rollout's weight load to the start of its first engine step
+  after it: the control plane (take prompts from the pool, register them in the partial pool,
+  submit them to the engine; Ray calls), median over loads; waits longer than
+  ``MAX_REFILL_S`` are the prompt budget's (the simulator models those) and are left out.
 
 Fit quality per term: R², the median and 90th percentile of |residual| / measured.
 """
@@ -33,6 +41,7 @@ from laminar.calibrate.rundir import RunData
 
 DECODE_TERMS = ("decode_base_s", "decode_per_seq_s", "decode_per_kv_token_s", "prefill_per_token_s")
 TRAIN_FLOP_PER_PARAM_TOKEN = 8  # as laminar.sim.costdata counts trainer FLOPs
+MAX_REFILL_S = 0.5  # longer gaps after a load are waits for the prompt budget
 
 
 @dataclass
@@ -89,22 +98,28 @@ def fit_engine(runs: list[RunData]) -> Fit:
     if len(df) < len(DECODE_TERMS) + 1:
         need = len(DECODE_TERMS) + 1
         raise ValueError(f"only {len(df)} engine steps recorded; need at least {need}")
-    y = (df["step_s"] / df["share"]).to_numpy(float)
+    # In step seconds: (1 + alpha (k - 1)) x the solo cost, so each step weighs what it cost.
+    y = df["step_s"].to_numpy(float)
+    k = df["share"].to_numpy(float)
     x = np.column_stack(
         [np.ones(len(df)), df["decode_seqs"], df["kv_tokens"], df["prefill_tokens"]]
     ).astype(float)
     scale = np.maximum(x.mean(axis=0), 1e-9)  # columns of comparable size for the solver
     z = x / scale
-    res = least_squares(
-        lambda c: z @ c - y,
-        np.full(x.shape[1], float(np.median(y)) / x.shape[1]),
-        bounds=(0.0, np.inf),
-    )
-    coef = res.x / scale
-    r2, med, p90 = quality(y, x @ coef)
-    note = f"share k: mean {df['share'].mean():.2f} (busy replicas on the same cores)"
-    return Fit("engine step", dict(zip(DECODE_TERMS, coef.tolist(), strict=True)), len(df),
-               r2, med, p90, note)  # fmt: skip
+
+    def resid(p: np.ndarray) -> np.ndarray:
+        return (1.0 + p[-1] * (k - 1.0)) * (z @ p[:-1]) - y
+
+    start = [*np.full(x.shape[1], float(np.median(y)) / x.shape[1]), 1.0]
+    res = least_squares(resid, start, bounds=(0.0, [*[np.inf] * x.shape[1], 4.0]))
+    coef = res.x[:-1] / scale
+    alpha = float(res.x[-1])
+    r2, med, p90 = quality(y, resid(res.x) + y)
+    values = dict(zip(DECODE_TERMS, coef.tolist(), strict=True))
+    values["core_sharing_alpha"] = alpha
+    note = (f"k busy replicas on one core set (mean {k.mean():.2f}) cost 1 + {alpha:.2f} (k - 1)"
+            " times a step alone")  # fmt: skip
+    return Fit("engine step", values, len(df), r2, med, p90, note)
 
 
 def train_flops(run: RunData) -> tuple[float, float]:
@@ -122,7 +137,8 @@ def fit_trainer(runs: list[RunData]) -> list[Fit]:
     by_threads: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
     for run in runs:
         f1, f2 = train_flops(run)
-        tr = run.trainer[run.trainer["train_s"] > 0]
+        # The first step of a fresh trainer pays torch's warm-up (allocations, first backward).
+        tr = run.trainer[(run.trainer["train_s"] > 0) & (run.trainer["step"] > 0)]
         flop = f1 * tr["tokens"].to_numpy(float) + f2 * tr["tokens_sq"].to_numpy(float)
         by_threads.setdefault(int(run.machine["trainer_threads"]), []).append(
             (flop, tr["train_s"].to_numpy(float))
@@ -166,3 +182,27 @@ def fit_transfer(runs: list[RunData]) -> list[Fit]:
         out.append(Fit(name, {key: nbytes / med_s}, len(secs), r2, med, p90,
                        f"median {med_s * 1e3:.1f} ms for {nbytes / 1e6:.2f} MB"))  # fmt: skip
     return out
+
+
+def fit_refill(runs: list[RunData]) -> Fit:
+    """The refill latency (module docstring); 0 with no load followed by a step."""
+    gaps = []
+    for run in runs:
+        eng = run.engine
+        for rid, loads in run.loads.groupby(run.loads["replica_id"].astype(str)):
+            mine = eng[eng["replica_id"].astype(str) == rid]
+            starts = (mine["at_s"] - mine["step_s"]).to_numpy(float)
+            if "at_s" not in loads or len(starts) == 0:
+                continue
+            ends = loads["at_s"].to_numpy(float)
+            nxt = np.searchsorted(starts, ends)
+            ok = nxt < len(starts)
+            gaps += [g for g in starts[nxt[ok]] - ends[ok] if 0 <= g < MAX_REFILL_S]
+    if not gaps:
+        return Fit("refill latency", {"refill_latency_s": 0.0}, 0, float("nan"), 0.0, 0.0,
+                   "no load followed by a step")  # fmt: skip
+    arr = np.asarray(gaps)
+    med = float(np.median(arr))
+    r2, rel_med, p90 = quality(arr, np.full(len(arr), med))
+    return Fit("refill latency", {"refill_latency_s": med}, len(arr), r2, rel_med, p90,
+               f"median {med * 1e3:.0f} ms from load to first step")  # fmt: skip

@@ -19,7 +19,7 @@ from laminar.errors import LaminarError, TraceError
 
 ENGINE_COLUMNS = ("replica_id", "at_s", "step_s", "decode_seqs", "prefill_tokens", "kv_tokens")
 TRAINER_COLUMNS = ("step", "train_s", "publish_s", "tokens", "tokens_sq")
-LOAD_COLUMNS = ("replica_id", "load_s")
+LOAD_COLUMNS = ("replica_id", "at_s", "load_s")
 MACHINE_KEYS = ("mode", "rollout_cpus", "trainer_threads", "kv_capacity_tokens", "weight_bytes")
 MACHINE_KEYS += ("params", "cpu_model", "model")
 

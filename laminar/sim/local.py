@@ -6,8 +6,8 @@ measured on the machine the runs came from (``laminar/calibrate``):
 
 - ``runtime.rollouts`` engines -> that many replicas of one "GPU" each;
 - their cores (``laminar.policy.placement``, the runtime's own placement) -> replicas on the
-  same cores share them: with k busy replicas on a core set, each decodes and prefills k times
-  slower (processor sharing, :class:`CoreSharing`);
+  same cores share them: with k busy replicas on a core set, each decodes and prefills
+  1 + alpha (k - 1) times slower (alpha calibrated; 1 is processor sharing; :class:`CoreSharing`);
 - the trainer on its cores -> the trainer, at the cost file's rate for that many threads;
 - ``runtime.max_batch`` -> B, the batch bound of every replica and of repack;
 - laminar mode: a rollout on the newest weights tops up whole prompt groups while it holds
@@ -20,6 +20,8 @@ measured on the machine the runs came from (``laminar/calibrate``):
   generated to the end, then trained on every core -> :class:`RuntimeSync`;
 - publish into ``/dev/shm`` (the actor stall) and a rollout's weight load -> the cost file's
   ``rdma`` and ``pcie`` links, fitted to those two durations;
+- prompts a rollout takes start decoding the cost file's ``refill_latency_s`` later (the
+  control plane's Ray calls: take, register in the partial pool, submit);
 - finished trajectories reach the buffer at the rollout's next flush (every
   ``runtime.flush_interval_s``; laminar mode) -> half an interval late on average;
 - the task's answer lengths, or a run's own trace (``workload.source: trace``) -> the
@@ -60,6 +62,12 @@ def cost_extras(cfg: LaminarConfig) -> dict | None:
         return None  # ``load_cost_file`` reports the file's problem with its name
     block = data.get("runtime") if isinstance(data, dict) else None
     return block if isinstance(block, dict) else None
+
+
+def refill_latency_s(cfg: LaminarConfig) -> float:
+    """Seconds from deciding to start prompts to their first engine step (the runtime's
+    control plane: Ray calls to the pools and the engine), from the cost file; 0 if absent."""
+    return float((cost_extras(cfg) or {}).get("refill_latency_s", 0.0))
 
 
 def is_runtime_setting(cfg: LaminarConfig) -> bool:
@@ -120,10 +128,14 @@ def placed_cost(cfg: LaminarConfig, cost: CostModel) -> CostModel:
 
 
 class CoreSharing:
-    """Replicas pinned to the same cores share them: k busy ones each run k times slower."""
+    """Replicas pinned to the same cores share them: with k busy, each runs 1 + alpha (k - 1)
+    times slower (alpha from the cost file; 1: processor sharing)."""
 
     def __init__(self, cfg: LaminarConfig):
         rt = cfg.runtime
+        # Measured: k busy engines on one core set take 1 + alpha (k - 1) times as long per step
+        # (alpha 1: perfect processor sharing; below 1 they fill each other's idle moments).
+        self.alpha = float((cost_extras(cfg) or {}).get("core_sharing_alpha", 1.0))
         cores = place(rt).rollout_cpus if rt.device == "cpu" else ()
         # Unpinned replicas (empty core lists) float over the same machine: one shared group.
         self.group = [tuple(c) for c in cores] if cores else [(i,) for i in range(rt.rollouts)]
@@ -132,7 +144,8 @@ class CoreSharing:
     def slowdown(self, replica) -> float:
         """How many times slower than alone ``replica`` runs now (>= 1)."""
         mine = self.group[replica.index]
-        return max(1, sum(1 for i in self.busy if self.group[i] == mine))
+        k = max(1, sum(1 for i in self.busy if self.group[i] == mine))
+        return 1.0 + self.alpha * (k - 1)
 
     def busy_changed(self, cluster, replica, busy: bool) -> None:
         """``replica`` started or stopped decoding: its core-mates re-plan at their new pace."""
@@ -148,6 +161,10 @@ class CoreSharing:
 
 class RuntimeSystem(System):
     """What both runtime modes share: one machine, replicas sharing cores, one trainer."""
+
+    def __init__(self, cfg: LaminarConfig):
+        super().__init__(cfg)
+        self.latency_s = refill_latency_s(cfg)
 
     def split(self, cost: CostModel) -> GpuSplit:
         """One trainer (its rate is per placement, ``placed_cost``), ``runtime.rollouts``
@@ -176,10 +193,10 @@ class RuntimeLaminar(RuntimeSystem):
         cap = math.floor(ahead * w.prompts_per_step)
         return max(0, cap - self.issued)
 
-    def _take(self, cluster, replica, groups: int) -> None:
+    def _take(self, cluster, replica, groups: int) -> list:
         taken = cluster.prompts.take(groups)
         self.issued += groups
-        replica.assign([t for g in taken for t in g.trajs])
+        return [t for g in taken for t in g.trajs]
 
     def refill(self, cluster, replica) -> Proc:
         """An empty rollout: pull the newest weights, then take B // n groups (at least one)
@@ -192,7 +209,9 @@ class RuntimeLaminar(RuntimeSystem):
             if k > 0:
                 break
             yield self._budget
-        self._take(cluster, replica, k)
+        trajs = self._take(cluster, replica, k)
+        yield cluster.env.timeout(self.latency_s)  # take, register, submit
+        replica.assign(trajs)
 
     def top_up(self, cluster, replica) -> None:
         """While on the newest weights, fill the room left by finished trajectories."""
@@ -201,7 +220,15 @@ class RuntimeLaminar(RuntimeSystem):
         held = len(replica.running) + len(replica.waiting)
         k = min((replica.max_batch - held) // self.cfg.workload.samples_per_prompt, self.budget())
         if k > 0:
-            self._take(cluster, replica, k)
+            trajs = self._take(cluster, replica, k)
+            landed = cluster.env.timeout(self.latency_s)
+
+            def land(_) -> None:
+                replica.sync()
+                replica.assign(trajs)
+                replica.wake()
+
+            landed.callbacks.append(land)
 
     def deliver(self, cluster, group) -> None:
         """A rollout streams finished trajectories to the buffer every ``flush_interval_s``:
@@ -242,7 +269,7 @@ class RuntimeSync(RuntimeSystem, Verl):
         yield cluster.env.timeout(stall_s)
         if self.more_batches(version):
             load_s = cost.transfer_s(cost.weight_bytes, "pcie")
-            yield cluster.env.timeout(load_s)
+            yield cluster.env.timeout(load_s + self.latency_s)
             for r in cluster.replicas:
                 r.version = version
                 cluster.record_weight_wait(r, load_s)
