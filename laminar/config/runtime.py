@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from laminar.config.base import Section
+from laminar.config.runtime_faults import RuntimeFaultsConfig
 
 
 class TinyModel(Section):
@@ -172,6 +173,9 @@ class RuntimeConfig(Section):
     kill_trainer_at_step: int = Field(-1, ge=-1, le=1_000_000)
     """Fault injection: kill the trainer right after this trainer step (step index, -1..1e6)
     and restart it from its last checkpoint (set ``checkpoint_every``); -1 never."""
+
+    faults: RuntimeFaultsConfig = Field(default_factory=RuntimeFaultsConfig)
+    """Fault injection (``laminar train --fault``) and failure-detection bounds."""
 
     model: Annotated[TinyModel | PretrainedModel, Field(discriminator="type")] = Field(
         default_factory=TinyModel
