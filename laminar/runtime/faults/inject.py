@@ -24,15 +24,21 @@ class FaultNotApplicable(RuntimeError):
     """The fault cannot be carried out on this run now (no such target, nothing left)."""
 
 
+class FaultDeferred(FaultNotApplicable):
+    """Not now, maybe soon: e.g. a replacement rollout is still starting."""
+
+
 def choose_rollout(a: Any, target: str | None) -> str:
-    """The target rollout, or the last live one (never the only one left)."""
-    live = list(a.live())
+    """The target rollout, or the last live one (never the only one left); rollouts already
+    hit by a fault whose recovery is not over are not chosen again."""
+    hit = {f.get("target") for f in a.info.get("faults", []) if f.get("open")}
+    live = [rid for rid in a.live() if rid not in hit]
     if target is not None:
         if target not in live:
             raise FaultNotApplicable(f"no live rollout {target!r} (live: {', '.join(live)})")
         return target
     if len(live) < 2:
-        raise FaultNotApplicable("fewer than two live rollouts: killing one would stop the run")
+        raise FaultDeferred("fewer than two healthy rollouts: killing one would stop the run")
     return live[-1]
 
 

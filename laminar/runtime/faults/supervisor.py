@@ -26,7 +26,7 @@ from typing import Any
 
 from laminar.config import LaminarConfig
 from laminar.config.runtime_faults import FaultSpec
-from laminar.runtime.faults.inject import FaultNotApplicable, inject
+from laminar.runtime.faults.inject import FaultDeferred, FaultNotApplicable, inject
 
 
 def scheduled_faults(cfg: LaminarConfig) -> list[FaultSpec]:
@@ -140,7 +140,12 @@ class Supervisor:
     def tick(self) -> None:
         """One poll: due timed faults, deaths seen by the manager, replacements coming up."""
         elapsed = time.time() - self.loop_t0
-        due = [s for s in self.pending if s.at_s is not None and s.at_s <= elapsed]
+        due = [
+            s
+            for s in self.pending
+            if (s.at_s is not None and s.at_s <= elapsed)
+            or (s.step is not None and s.step <= self.last_step)  # deferred at its step
+        ]
         self._inject(due, self.last_step)
         self._watch_rollouts()
         self._finish_replacements()
@@ -150,15 +155,22 @@ class Supervisor:
 
     def _inject(self, due: list[FaultSpec], step: int) -> None:
         for spec in due:
-            self.pending.remove(spec)
             rec = {"kind": spec.kind, "spec": spec.text(), "at_s": self.now_s(), "step": step}
             try:
                 rec.update(inject(self.a, spec))
+            except FaultDeferred:
+                if self.starting or self._recovering():
+                    continue  # stays pending: tried again at the next poll
+                rec.update(skipped="fewer than two healthy rollouts")
             except FaultNotApplicable as e:
                 rec.update(skipped=str(e))
+            self.pending.remove(spec)
             self._record(rec)
         if due:
             self.on_change()
+
+    def _recovering(self) -> bool:
+        return any(f.get("open") for f in self.faults)
 
     def _record(self, rec: dict) -> dict:
         rec.setdefault("open", "skipped" not in rec)
