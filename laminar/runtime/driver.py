@@ -14,6 +14,7 @@ from typing import Any
 from laminar.config import LaminarConfig
 from laminar.runtime import cluster, loops
 from laminar.runtime.engine import EngineSpec
+from laminar.runtime.faults.machines import machines_for
 from laminar.runtime.faults.relays import relay_handles
 from laminar.runtime.faults.supervisor import Supervisor
 from laminar.runtime.manager import RolloutManager
@@ -141,6 +142,7 @@ def launch(
     a.weights, a.new_trainer, a.pools = store, new_trainer, pools
     a.rollout_cpus = list(placement.rollout_cpus)
     a.relays = relay_handles(store)
+    a.machines = machines_for(rt.address)
     return a
 
 
@@ -152,11 +154,14 @@ def end_job(a: Actors) -> None:
         ray.kill(handle)
 
 
-def _rollout(cfg: LaminarConfig, dirs: cluster.RunDirs, info: dict, index: int) -> Any:
+def _rollout(
+    cfg: LaminarConfig, dirs: cluster.RunDirs, info: dict, index: int, replica_id: str = ""
+) -> Any:
+    """Rollout actor in slot ``index`` (its cores); a replacement has an id of its own."""
     rt, wl = cfg.runtime, cfg.workload
     options = cluster.rollout_options(cfg, index, dirs)
     return cluster.actor(cluster.RolloutActor, **options).remote(
-        f"r{index}",
+        replica_id or f"r{index}",
         _engine_spec(cfg, info, index),
         cpus=place(rt).rollout_cpus[index],
         nice=rt.rollout_nice if rt.device == "cpu" else 0,
@@ -266,8 +271,8 @@ def train(
 def _supervisor(
     a: Actors, cfg: LaminarConfig, dirs: cluster.RunDirs, log: RunLog | None, prior: dict
 ) -> Supervisor:
-    def spawn(index: int) -> Any:
-        return _rollout(cfg, dirs, a.info, index)
+    def spawn(index: int, replica_id: str) -> Any:
+        return _rollout(cfg, dirs, a.info, index, replica_id)
 
     def on_change() -> None:
         if log is not None:

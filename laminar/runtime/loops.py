@@ -15,9 +15,7 @@ injects scheduled faults, sees deaths (rollout, engine, trainer, relay, machine)
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -177,17 +175,9 @@ def collect(a: Any) -> dict:
 
 
 def reap_dead(a: Any) -> None:
-    """Remove what a dead rollout's engine left on this machine: its processes (ours: the
-    engine it started) and the shared-memory files they mapped, which no one unlinks now."""
-    import psutil
+    """Remove what dead rollouts' engines left on this machine: their processes (ours: the
+    engines they started) and the shared-memory files they mapped, which no one unlinks now."""
+    from laminar.runtime.faults.inject import reap
 
     for rid in sorted(a.dead):
-        footprint = a.procs.get(rid, {})
-        for pid, created in footprint.get("pids", []):
-            with contextlib.suppress(psutil.Error):
-                proc = psutil.Process(pid)
-                if proc.create_time() == created:  # the very process the engine started
-                    proc.kill()
-        for path in footprint.get("shm", []):
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+        reap(a, rid)

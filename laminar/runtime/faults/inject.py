@@ -66,6 +66,22 @@ def kill_engine(a: Any, target: str | None) -> dict:
     return {"target": rid, "pids": killed}
 
 
+def reap(a: Any, rid: str) -> None:
+    """Kill what a dead rollout's engine left on this machine (its processes, by pid and start
+    time, so never a recycled pid) and unlink the shared-memory files they mapped."""
+    import psutil
+
+    footprint = a.procs.get(rid, {})
+    for pid, created in footprint.get("pids", []):
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            if proc.create_time() == created:
+                proc.kill()
+    for path in footprint.get("shm", []):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
 def kill_trainer(a: Any, target: str | None) -> dict:
     import ray
 

@@ -26,7 +26,9 @@ from typing import Any
 
 from laminar.config import LaminarConfig
 from laminar.config.runtime_faults import FaultSpec
-from laminar.runtime.faults.inject import FaultDeferred, FaultNotApplicable, inject
+from laminar.runtime.faults.inject import FaultDeferred, FaultNotApplicable, inject, reap
+
+REPLACE_TIMEOUT_S = 300.0  # a replacement whose engine is not up by then is given up
 
 
 def scheduled_faults(cfg: LaminarConfig) -> list[FaultSpec]:
@@ -48,7 +50,7 @@ class Supervisor:
         a: Any,
         cfg: LaminarConfig,
         *,
-        spawn: Callable[[int], Any] | None,
+        spawn: Callable[[int, str], Any] | None,
         checkpoint: Callable[[], str | None],
         on_change: Callable[[], None] = lambda: None,
         done: set[str] = frozenset(),
@@ -201,6 +203,7 @@ class Supervisor:
         rid = ev["src"]
         self.a.dead.add(rid)
         ray.kill(self.a.rollouts[rid], no_restart=True)  # fence: a hung actor delivers nothing
+        reap(self.a, rid)  # its orphaned engine would hold memory and cores until the end
         rec = self._rollout_record(rid, ev)
         if rec is not None:
             rec["recovered"] = sorted({*rec.get("recovered", []), rid})
@@ -241,7 +244,7 @@ class Supervisor:
             return
         index = self.index[rid]
         new_id = f"r{len(self.a.rollouts) + len(self.starting)}"
-        handle = self.spawn(index)
+        handle = self.spawn(index, new_id)
         self.starting[new_id] = (handle, handle.start.remote(), index, time.perf_counter())
         if rec is not None:
             rec.setdefault("replacements", []).append(new_id)
@@ -249,15 +252,20 @@ class Supervisor:
     def _finish_replacements(self) -> None:
         import ray
 
-        for new_id, (handle, ref, index, _t0) in list(self.starting.items()):
+        for new_id, (handle, ref, index, t0) in list(self.starting.items()):
             ready, _ = ray.wait([ref], timeout=0)
             if not ready:
+                if time.perf_counter() - t0 > REPLACE_TIMEOUT_S:  # no resources came free
+                    del self.starting[new_id]
+                    ray.kill(handle, no_restart=True)
+                    self._replacement_failed(new_id, "not started in time")
                 continue
             del self.starting[new_id]
             try:
                 footprint = ray.get(ref)
-            except ray.exceptions.RayError:
-                continue  # it died while starting (its machine went too): try no further
+            except ray.exceptions.RayError as e:  # it died starting (its machine went too)
+                self._replacement_failed(new_id, type(e).__name__)
+                continue
             self.a.join(new_id, handle, index, footprint)
             self.index[new_id] = index
             if self.cfg.runtime.mode == "laminar":
@@ -270,7 +278,13 @@ class Supervisor:
             self.on_change()
 
 
-    def settle(self, timeout_s: float = 300.0) -> None:
+    def _replacement_failed(self, new_id: str, why: str) -> None:
+        for rec in self.faults:
+            if new_id in rec.get("replacements", []):
+                rec.setdefault("replacements_failed", []).append(f"{new_id}: {why}")
+                rec["open"] = False
+
+    def settle(self, timeout_s: float = 120.0) -> None:
         """End of the loop: replacements still starting join (so teardown stops their
         engines cleanly) without taking work; then the last deaths are read."""
         import ray
