@@ -245,7 +245,7 @@ class RolloutWorker:
 
     async def pin(self, version: int) -> bool:
         """Hold the current weights for an incoming move; False if the version differs."""
-        if version != self.version or self.stopping:
+        if version < 0 or version != self.version or self.stopping:  # -1: no weights yet
             return False
         self.pins += 1
         return True
