@@ -35,9 +35,18 @@ def _after_step(a: Any, cfg: LaminarConfig, step: int, sup: Any, log: Any) -> No
 
 
 def run_laminar(
-    a: Any, cfg: LaminarConfig, on_step: StepCallback, sup: Any, log: Any, start: int = 0
+    a: Any,
+    cfg: LaminarConfig,
+    on_step: StepCallback,
+    sup: Any = None,
+    log: Any = None,
+    start: int = 0,
 ) -> list[dict]:
-    """Trajectory-level asynchrony: rollouts and manager run free; the trainer paces the run."""
+    """Trajectory-level asynchrony: rollouts and manager run free; the trainer paces the run.
+
+    ``sup``: the run's supervisor (default: faults from the config, no replacements); ``log``:
+    the live run directory (default: none, no checkpoints); ``start``: the first step."""
+    sup = sup or _plain_supervisor(a, cfg)
     sup.loops.update({rid: r.run_laminar.remote() for rid, r in a.live().items()})
     manager_loop = a.manager.run.remote()
     rows = []
@@ -57,10 +66,17 @@ def run_laminar(
 
 
 def run_sync(
-    a: Any, cfg: LaminarConfig, on_step: StepCallback, sup: Any, log: Any, start: int = 0
+    a: Any,
+    cfg: LaminarConfig,
+    on_step: StepCallback,
+    sup: Any = None,
+    log: Any = None,
+    start: int = 0,
 ) -> list[dict]:
     """verl-like: load weights everywhere, generate the whole batch, then train."""
     import ray
+
+    sup = sup or _plain_supervisor(a, cfg)
 
     manager_loop = a.manager.run.remote()  # repack off: it records KV use, recovers failures
     rows = []
@@ -82,6 +98,12 @@ def run_sync(
         sup.settle()
         _stop(a, manager_loop)
     return rows
+
+
+def _plain_supervisor(a: Any, cfg: LaminarConfig) -> Any:
+    from laminar.runtime.faults.supervisor import Supervisor
+
+    return Supervisor(a, cfg, spawn=None, checkpoint=lambda: None)
 
 
 def _stop(a: Any, manager_loop: Any) -> None:
