@@ -55,6 +55,7 @@ def one_host(out: Path, steps: int, sets: list[str]) -> list[dict]:
 
 def machines(out: Path, steps: int, n: int, sets: list[str]) -> list[dict]:
     from laminar.runtime.emulate import EmulatedCluster
+
     from laminar.runtime.faults.machines import register, unregister
 
     with EmulatedCluster(machines=n, gpus_per_machine=0) as emu:
