@@ -94,6 +94,11 @@ class RelayFaults:
             {"kind": "relay-death", "target": rid, "at_s": now, "step": sup.last_step}
         )
         rec.update(detected_s=now, detection_s=now - rec["at_s"], restart_t=time.perf_counter())
+        if not _node_alive(self.node[rid]):  # its machine is gone: the chain goes on without it
+            del self.handles[rid]
+            rec.pop("restart_t")
+            rec.update(open=False, restarted=False)
+            return
         info = self.infos[rid]
         handle = start_relay_worker(self.store.relay_cfg, info, self.node[rid])
         self.restarting[rid] = (handle, handle.info.remote())
@@ -103,3 +108,9 @@ class RelayFaults:
             if rec.get("target") == rid and rec.get("open") and "restart_t" in rec:
                 rec["recovery_s"] = time.perf_counter() - rec.pop("restart_t")
                 rec["open"] = False
+
+
+def _node_alive(node_id: str) -> bool:
+    import ray
+
+    return any(n["NodeID"] == node_id and n["Alive"] for n in ray.nodes())

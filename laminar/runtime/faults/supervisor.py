@@ -130,6 +130,7 @@ class Supervisor:
         rec["resumed_version"] = restart_trainer(self.a, self.checkpoint())
         rec["checkpoint"] = self.checkpoint()
         rec["recovery_s"] = time.perf_counter() - t
+        rec["open"] = False
         self.on_change()
 
     # -- scheduled faults -------------------------------------------------------------------
@@ -214,8 +215,9 @@ class Supervisor:
                 rec["trajectories_continued"] = ev["continued"]
                 rec["trajectories_restarted"] = ev["restarted"]
                 rec["already_finished"] = ev.get("already_finished", 0)
-                rec["open"] = bool(self.cfg.runtime.faults.replace_dead and self.spawn)
-        self._replace(rid, rec)
+        started = self._replace(rid, rec)
+        if rec is not None and "detected_s" in rec and not started and not self.starting:
+            rec["open"] = False  # nothing more to wait for
         self.on_change()
 
     def _rollout_record(self, rid: str, ev: dict) -> dict | None:
@@ -236,18 +238,20 @@ class Supervisor:
             }
         )
 
-    def _replace(self, rid: str, rec: dict | None) -> None:
+    def _replace(self, rid: str, rec: dict | None) -> bool:
+        """Start a replacement in ``rid``'s slot if the run is short of rollouts."""
         live = len(self.a.live()) + len(self.starting)
         if self.stopping or not (self.cfg.runtime.faults.replace_dead and self.spawn):
-            return
+            return False
         if live >= self.cfg.runtime.rollouts:
-            return
+            return False
         index = self.index[rid]
         new_id = f"r{len(self.a.rollouts) + len(self.starting)}"
         handle = self.spawn(index, new_id)
         self.starting[new_id] = (handle, handle.start.remote(), index, time.perf_counter())
         if rec is not None:
             rec.setdefault("replacements", []).append(new_id)
+        return True
 
     def _finish_replacements(self) -> None:
         import ray
