@@ -82,6 +82,30 @@ def reap(a: Any, rid: str) -> None:
             os.unlink(path)
 
 
+def sweep_run_processes(run_id: str) -> list[int]:
+    """Kill what is left of a run on this host after Ray stopped: processes whose environment
+    names the run's directories (``laminar-<run id>``: Ray gave them to every actor, whose
+    engines inherit them), e.g. the engine of a replacement killed while it was starting."""
+    import psutil
+
+    mark = f"laminar-{run_id}".encode()
+    me = os.getpid()
+    mine = {me, *(p.pid for p in psutil.Process(me).parents())}
+    killed = []
+    for proc in psutil.process_iter(["pid", "uids"]):
+        if proc.pid in mine or proc.info["uids"] is None or proc.info["uids"].real != os.getuid():
+            continue
+        try:
+            env = open(f"/proc/{proc.pid}/environ", "rb").read()  # noqa: SIM115 - one read
+        except OSError:
+            continue
+        if mark in env:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+                killed.append(proc.pid)
+    return killed
+
+
 def kill_trainer(a: Any, target: str | None) -> dict:
     import ray
 

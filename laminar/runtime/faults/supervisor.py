@@ -253,15 +253,18 @@ class Supervisor:
             rec.setdefault("replacements", []).append(new_id)
         return True
 
-    def _finish_replacements(self) -> None:
+    def _finish_replacements(self, deadline: float | None = None) -> None:
+        """Replacements whose engine is up join the job; ``deadline`` (monotonic): wait for
+        them until then (the end of the run), else only look."""
         import ray
 
         for new_id, (handle, ref, index, t0) in list(self.starting.items()):
-            ready, _ = ray.wait([ref], timeout=0)
+            wait_s = 0.0 if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _ = ray.wait([ref], timeout=wait_s)
             if not ready:
-                if time.perf_counter() - t0 > REPLACE_TIMEOUT_S:  # no resources came free
+                if deadline is not None or time.perf_counter() - t0 > REPLACE_TIMEOUT_S:
                     del self.starting[new_id]
-                    ray.kill(handle, no_restart=True)
+                    ray.kill(handle, no_restart=True)  # its processes: swept at teardown
                     self._replacement_failed(new_id, "not started in time")
                 continue
             del self.starting[new_id]
@@ -272,15 +275,15 @@ class Supervisor:
                 continue
             self.a.join(new_id, handle, index, footprint)
             self.index[new_id] = index
-            if self.cfg.runtime.mode == "laminar":
-                self.loops[new_id] = handle.run_laminar.remote()
-            ray.get(self.a.manager.add.remote(new_id, handle))
+            if not self.stopping:
+                if self.cfg.runtime.mode == "laminar":
+                    self.loops[new_id] = handle.run_laminar.remote()
+                ray.get(self.a.manager.add.remote(new_id, handle))
             for rec in self.faults:
                 if new_id in rec.get("replacements", []):
                     rec["replaced_s"] = self.now_s() - rec["at_s"]
                     rec["open"] = False
             self.on_change()
-
 
     def _replacement_failed(self, new_id: str, why: str) -> None:
         for rec in self.faults:
@@ -288,23 +291,18 @@ class Supervisor:
                 rec.setdefault("replacements_failed", []).append(f"{new_id}: {why}")
                 rec["open"] = False
 
-    def settle(self, timeout_s: float = 120.0) -> None:
-        """End of the loop: replacements still starting join (so teardown stops their
-        engines cleanly) without taking work; then the last deaths are read."""
-        import ray
-
+    def settle(self, timeout_s: float = 180.0) -> None:
+        """End of the loop: replacements still starting join (so teardown stops their engines
+        cleanly) without taking work; faults that never found their moment are recorded."""
         self.stopping = True
-        deadline = time.monotonic() + timeout_s
-        for new_id, (handle, ref, index, _t0) in list(self.starting.items()):
-            ray.wait([ref], timeout=max(0.0, deadline - time.monotonic()))
-            del self.starting[new_id]
-            try:
-                footprint = ray.get(ref, timeout=0)
-            except (ray.exceptions.RayError, TimeoutError):
-                ray.kill(handle, no_restart=True)
-                continue
-            self.a.join(new_id, handle, index, footprint)
+        self._finish_replacements(deadline=time.monotonic() + timeout_s)
         self._watch_rollouts()
+        for spec in self.pending:
+            self._record(
+                {"kind": spec.kind, "spec": spec.text(), "skipped": "the run ended first"}
+            )
+        self.pending = []
+        self.on_change()
 
     def checkpoint_meta(self, step: int) -> dict:
         """What a resumed run needs besides trainer and pools: the clock, faults, events."""
