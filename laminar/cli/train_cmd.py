@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import time
 
-from laminar.cli.common import add_config_args, config_from_args
+from laminar.cli.common import (
+    add_config_args,
+    add_out_args,
+    config_from_args,
+    int_in,
+    out_target,
+)
 
 DEFAULT_PRESET = "tiny-cpu"
 EXIT_LEDGER = 3  # the run finished but its ledger does not balance
@@ -23,8 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_config_args(p)
     p.add_argument("--mode", choices=("laminar", "sync"), help="laminar (default) or sync")
-    p.add_argument("--steps", type=int, help="trainer steps (overrides workload.steps)")
-    p.add_argument("--out", help="run directory (default: runs/train-<mode>-<time>)")
+    p.add_argument(
+        "--steps", type=int_in(1, 1_000_000), help="trainer steps (overrides workload.steps)"
+    )
+    add_out_args(p, "runs/train-<mode>-<time>")
     p.add_argument("--address", help="join this Ray cluster (default: start Ray locally)")
     p.add_argument(
         "--fault",
@@ -72,8 +79,11 @@ def _config(args: argparse.Namespace):
 
         from laminar.runtime.resume import load_resume
 
-        if args.config or args.preset:
-            raise ConfigError("--resume", "", "takes its config from the run directory")
+        if args.config or args.preset or args.out:
+            raise ConfigError(
+                "--resume", "", "takes its config and directory from the run (no CONFIG, "
+                "--preset or --out)"
+            )
         _, state = load_resume(args.resume)
         cfg = load_config(Path(args.resume) / "config.yaml", overrides=args.overrides)
     else:
@@ -94,11 +104,13 @@ def _train(args: argparse.Namespace) -> int:
     from laminar.runtime.resume import RunLog
 
     cfg, state = _config(args)
-    out = args.resume or args.out
-    out = out or f"runs/train-{cfg.runtime.mode}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if state is None:  # --out's rules (a foreign directory is refused) before any work
+        log = RunLog.create(out_target(args, f"train-{cfg.runtime.mode}"), cfg)
+    else:
+        log = RunLog.reopen(args.resume, cfg)
+    out = str(log.out)
     done = len(state.steps) if state is not None else 0
     bar = _progress(cfg.workload.steps, done, disabled=args.no_progress)
-    log = RunLog(out, cfg, resume=state is not None)
 
     def on_term(signum, frame):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough; teardown must finish
@@ -123,6 +135,7 @@ def _train(args: argparse.Namespace) -> int:
         bar.close()
         signal.signal(signal.SIGTERM, old)
     summary = write_run_dir(cfg, result, log.out)
+    log.mark()
     keys = ("mode", "steps", "wall_s", "train_tokens_per_s", "gen_tokens_per_s", "reward_first")
     keys += ("reward_last", "staleness_mean", "staleness_max", "trajectories_lost")
     keys += ("trajectories_duplicated",)

@@ -17,7 +17,7 @@ from laminar.runtime.engine import EngineSpec
 from laminar.runtime.faults.machines import machines_for
 from laminar.runtime.faults.relays import relay_handles
 from laminar.runtime.faults.supervisor import Supervisor
-from laminar.runtime.manager import RolloutManager
+from laminar.runtime.manager import RolloutManager, step_cost_from_file
 from laminar.runtime.placement import place
 from laminar.runtime.pools import ExperienceBuffer, PartialResponsePool, PromptPool
 from laminar.runtime.relay.tier import weight_path_for
@@ -84,6 +84,7 @@ def launch(
     import ray
 
     rt, wl = cfg.runtime, cfg.workload
+    step_cost = step_cost_from_file(cfg.sim.cost_file)  # §8.4 step bound; read before any start
     job_dir = dirs.shm / job
     buffer = cluster.actor(ExperienceBuffer).remote(wl.samples_per_prompt, t0_s)
     partial = cluster.actor(PartialResponsePool).remote()
@@ -136,6 +137,8 @@ def launch(
         t0_s=t0_s,
         buffer=buffer,
         health_timeout_s=rt.faults.health_timeout_s,
+        step_cost=step_cost,
+        max_step_slowdown=cfg.repack.max_step_slowdown,
     )
     a = Actors(trainer, prompts, partial, buffer, rollouts, manager, info)
     a.procs = dict(zip(rollouts, footprints, strict=False))

@@ -11,21 +11,57 @@ trajectory never mixes versions). Recovery asks the experience buffer first: a t
 dead replica already delivered is finished, not re-run (exactly once). A snapshot that does not
 come back within ``health_timeout_s`` counts as a death too (a hung actor); a replica whose
 engine died or stalled raises from its snapshot (``laminar.runtime.faults.watchdog``).
+
+§8.4, repack without slower tails: when the job has a cost file (``sim.cost_file``, e.g. from
+``laminar calibrate``), its decode-step coefficients go into every snapshot with
+``repack.max_step_slowdown``, as the simulator's do, and the policy keeps each destination's step
+within the bound; without one the runtime has no step model and only KV capacity and B bound a
+destination.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import math
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+from laminar.errors import ConfigError
 from laminar.policy import repack
-from laminar.policy.repack import Move, ReplicaState, TrajectoryState
+from laminar.policy.repack import Move, ReplicaState, StepCost, TrajectoryState
+
+_STEP_TERMS = ("decode_base_s", "decode_per_seq_s", "decode_per_kv_token_s")
 
 
-def replica_state(snap: dict, kv_prev_tokens: int | None) -> ReplicaState:
-    """A rollout snapshot as the policy sees it; KV use counts the tokens of its trajectories."""
+def step_cost_from_file(path: str) -> StepCost | None:
+    """The decode-step coefficients of a cost file (the simulator's format, as written by
+    ``laminar calibrate``); None for no file."""
+    if not path:
+        return None
+    try:
+        table = json.loads(Path(path).expanduser().read_text())["coefficients"]
+        terms = [float(table[name]["value"]) for name in _STEP_TERMS]
+    except OSError as e:
+        raise ConfigError(path, "", f"cannot read cost file: {e.strerror}") from None
+    except (ValueError, KeyError, TypeError) as e:
+        raise ConfigError(path, "coefficients", f"needs {', '.join(_STEP_TERMS)}: {e}") from None
+    try:
+        return StepCost(*terms)
+    except ValueError as e:
+        raise ConfigError(path, "coefficients", str(e)) from None
+
+
+def replica_state(
+    snap: dict,
+    kv_prev_tokens: int | None,
+    step_cost: StepCost | None = None,
+    max_step_slowdown: float = math.inf,
+) -> ReplicaState:
+    """A rollout snapshot as the policy sees it; KV use counts the tokens of its trajectories.
+    ``step_cost`` and ``max_step_slowdown`` bound what it may receive (§8.4)."""
     kv_used = sum(kv for _, kv in snap["trajectories"])
     return ReplicaState(
         replica_id=snap["replica_id"],
@@ -35,6 +71,8 @@ def replica_state(snap: dict, kv_prev_tokens: int | None) -> ReplicaState:
         kv_used_prev_tokens=kv_used if kv_prev_tokens is None else kv_prev_tokens,
         max_batch=snap["max_batch"],
         trajectories=tuple(TrajectoryState(tid, kv) for tid, kv in snap["trajectories"]),
+        step_cost=step_cost,
+        max_step_slowdown=max_step_slowdown,
     )
 
 
@@ -51,6 +89,8 @@ class RolloutManager:
         t0_s: float,
         buffer: Any = None,
         health_timeout_s: float = 60.0,
+        step_cost: StepCost | None = None,
+        max_step_slowdown: float = 0.0,
     ):
         self.rollouts = dict(rollouts)
         self.partial_pool = partial_pool
@@ -60,6 +100,8 @@ class RolloutManager:
         self.restarted: list[str] = []  # ids restarted from the prompt (their version was gone)
         self.interval_s = interval_s
         self.repack_enabled = repack_enabled
+        self.step_cost = step_cost
+        self.max_step_slowdown = max_step_slowdown or math.inf  # config 0: unbounded
         self.t0_s = t0_s
         self.kv_prev: dict[str, int] = {}
         self.events: list[dict] = []  # repack moves and recoveries, for the run directory
@@ -93,7 +135,12 @@ class RolloutManager:
         self._record(live)
         if not self.repack_enabled:
             return []
-        states = [replica_state(s, self.kv_prev.get(s["replica_id"])) for s in live]
+        states = [
+            replica_state(
+                s, self.kv_prev.get(s["replica_id"]), self.step_cost, self.max_step_slowdown
+            )
+            for s in live
+        ]
         self.kv_prev = {st.replica_id: st.kv_used_tokens for st in states}
         moves = repack.plan_repack(states)  # §5.2, the one decision shared with the simulator
         versions = {st.replica_id: st.weight_version for st in states}

@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from laminar.config import LaminarConfig, write_resolved
+from laminar.runtime.profiling import write_profile
 from laminar.traces.io import write_trace
 
 
@@ -166,4 +167,5 @@ def write_run_dir(cfg: LaminarConfig, result: dict, out: Path) -> dict:
     pd.DataFrame(
         pending, columns=["traj_id", "replica_id", "weight_version", "tokens", "migrations"]
     ).to_csv(out / "in_progress.csv", index=False)
+    write_profile(cfg, result, out)
     return summary

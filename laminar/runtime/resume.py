@@ -46,19 +46,63 @@ class ResumeState:
 
 
 class RunLog:
-    """Writes the run directory while the run goes."""
+    """Writes the run directory while the run goes (:meth:`create` or :meth:`reopen`)."""
 
-    def __init__(self, out: str | Path, cfg: LaminarConfig, *, resume: bool = False):
-        self.out = Path(out)
-        if not resume and self.out.exists():
-            shutil.rmtree(self.out)  # a fresh run replaces an old directory of that name
-        self.out.mkdir(parents=True, exist_ok=True)
+    def __init__(self, out: Path, cfg: LaminarConfig, keep: set[str]):
+        self.out = out
+        self.keep = keep  # entries that were there and are not ours (a --force merge)
         self.ckpt_root = self.out / "checkpoints"
         self.ckpt_root.mkdir(exist_ok=True)
         write_resolved(cfg, self.out)
+        self.mark()
+
+    @classmethod
+    def create(cls, target: Any, cfg: LaminarConfig) -> RunLog:
+        """A fresh run into ``target`` (``laminar.rundir.prepare_out``'s verdict): a previous
+        Laminar run there is removed, a foreign directory (``--force``) keeps its files."""
+        out = Path(target.path)
+        if target.mode == "replace":
+            old = out.parent / f".{out.name}.old-{os.getpid()}-{time.monotonic_ns()}"
+            out.rename(old)
+            _remove(old)
+        for name in getattr(target, "old_entries", ()):  # a previous run's, in a merge
+            _remove(out / name)
+        out.mkdir(parents=True, exist_ok=True)
+        keep = {p.name for p in out.iterdir()}
+        return cls(out, cfg, keep)
+
+    @classmethod
+    def reopen(cls, run_dir: str | Path, cfg: LaminarConfig) -> RunLog:
+        """The directory of an interrupted run, to go on writing (``--resume``)."""
+        from laminar.rundir import MARKER
+
+        out = Path(run_dir)
+        try:
+            ours = set(json.loads((out / MARKER).read_text()).get("entries", []))
+        except (OSError, ValueError, AttributeError):
+            ours = set()
+        keep = {p.name for p in out.iterdir()} - ours - {MARKER}
+        return cls(out, cfg, keep)
+
+    def mark(self) -> None:
+        """The marker of a Laminar run directory (``laminar.rundir``), listing what this run
+        wrote so far: a crashed run's directory is recognised, replaced or resumed."""
+        from laminar import __version__
+        from laminar.rundir import MARKER
+
+        entries = sorted(p.name for p in self.out.iterdir() if p.name not in self.keep)
+        marker = {
+            "laminar": __version__,
+            "command": "train",
+            "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "entries": [e for e in entries if e != MARKER and not e.startswith(".")],
+        }
+        text = json.dumps(marker, indent=1) + "\n"
+        _atomic(self.out / MARKER, lambda p: p.write_text(text))
 
     def write_steps(self, rows: list[dict]) -> None:
         _atomic(self.out / "steps.csv", lambda p: pd.DataFrame(rows).to_csv(p, index=False))
+        self.mark()
 
     def write_faults(self, faults: list[dict]) -> None:
         text = json.dumps(faults, indent=2, default=str) + "\n"
@@ -153,6 +197,13 @@ def orphans_to_resume(state: ResumeState, group_of: Any, n: int, max_tokens: int
             fresh = group_of(pid).trajectories(-1, max_tokens, time.time())
             missing += [fresh[i] for i in lost]
     return pending + missing
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def _atomic(path: Path, write: Any) -> None:

@@ -20,6 +20,7 @@ from laminar.config.runtime import RepeatTask
 from laminar.runtime.codec import make_codec, prompt_ids
 from laminar.runtime.engine import Engine
 from laminar.runtime.faults.watchdog import EngineWatchdog
+from laminar.runtime.profiling import EngineStepRecorder
 from laminar.runtime.records import PromptGroup, Traj
 from laminar.runtime.stream import PartialStreamer
 from laminar.runtime.task import EVAL_STREAM, RepeatTaskGen
@@ -100,8 +101,16 @@ class RolloutWorker:
         self.loop_task: asyncio.Task | None = None
         self.loads: list[tuple[float, int, float]] = []  # (at_s, version, load_s)
         self.gen_tokens = 0
+        self.profile = EngineStepRecorder(self.replica_id, t0_s)
+        if hasattr(self.engine, "step_listener"):
+            self.engine.step_listener = self._engine_step
         self.streamer = PartialStreamer(pools["partial"], pools["buffer"], self.flush_interval_s)
         self.streamer.start()
+
+    def _engine_step(self, at_unix_s, latencies_s, prefill_seqs, prefill_tokens, *sched) -> None:
+        """The engine ran a step: record it with the KV tokens our trajectories hold."""
+        kv_tokens = sum(len(t.prompt_ids) + len(t.tokens) for t in self.trajs.values())
+        self.profile.record(at_unix_s, latencies_s, prefill_seqs, prefill_tokens, kv_tokens, *sched)
 
     def now_s(self) -> float:
         return time.time() - self.t0_s
@@ -151,6 +160,7 @@ class RolloutWorker:
                 reason = d.finish_reason
         except Exception as e:  # the engine died under it: the trajectory waits for recovery
             self.watchdog.failed(e)
+            self.tasks.pop(t.traj_id, None)  # still held (self.trajs): the manager recovers it
             return
         self.tasks.pop(t.traj_id, None)
         if reason == "abort":
@@ -293,7 +303,13 @@ class RolloutWorker:
         return live
 
     async def stats(self) -> dict:
-        return {"replica_id": self.replica_id, "gen_tokens": self.gen_tokens, "loads": self.loads}
+        return {
+            "replica_id": self.replica_id,
+            "gen_tokens": self.gen_tokens,
+            "loads": self.loads,
+            "engine_steps": self.profile.table(),
+            "kv_capacity_tokens": getattr(self.engine, "kv_capacity_tokens", None),
+        }
 
     async def shutdown(self) -> None:
         """Stop the engine (its processes and shared memory go with it)."""
