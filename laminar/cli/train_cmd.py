@@ -91,6 +91,13 @@ def _config(args: argparse.Namespace):
             args.preset = DEFAULT_PRESET
         cfg = config_from_args(args)
     cfg.runtime.faults.inject = [*cfg.runtime.faults.inject, *args.fault]
+    steps = cfg.workload.steps
+    for text in args.fault:
+        at = parse_fault(text).step
+        if at is not None and at >= steps:
+            raise ConfigError(
+                "--fault", text, f"never happens: the run has {steps} steps (0..{steps - 1})"
+            )
     return cfg, state
 
 

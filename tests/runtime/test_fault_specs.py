@@ -24,10 +24,13 @@ def test_fault_specs_parse(text, spec):
     assert parse_fault(spec.text()) == spec  # round trip
 
 
-@pytest.mark.parametrize("bad", ["kill-foo@3", "kill-rollout", "kill-rollout@", "kill-rollout@1.5"])
+@pytest.mark.parametrize(
+    "bad", ["kill-foo@3", "kill-rollout", "kill-rollout@", "kill-rollout@1.5", "kill-relay@40"]
+)
 def test_bad_fault_spec_exits_2_and_writes_nothing(bad, tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(["train", "--fault", bad, "--out", str(out), "--no-progress"]) == 2
+    argv = ["train", "--steps", "40", "--fault", bad, "--out", str(out), "--no-progress"]
+    assert main(argv) == 2
     assert "--fault" in capsys.readouterr().err
     assert not out.exists()
 
