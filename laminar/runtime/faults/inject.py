@@ -117,7 +117,9 @@ def kill_relay(a: Any, target: str | None) -> dict:
     relays = getattr(a, "relays", None)
     if relays is None:
         raise FaultNotApplicable("kill-relay needs the relay tier (relay.enabled=true)")
-    return {"target": relays.kill(target)}
+    from laminar.runtime.cluster import node_of
+
+    return {"target": relays.kill(target, trainer_machine=node_of(a.trainer))}
 
 
 def kill_machine(a: Any, target: str | None) -> dict:

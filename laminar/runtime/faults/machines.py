@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from laminar.runtime.faults.inject import FaultNotApplicable
+from laminar.runtime.faults.inject import FaultDeferred, FaultNotApplicable
 
 _CLUSTERS: dict[str, Any] = {}
 
@@ -49,8 +49,8 @@ class MachineFaults:
         names = {m.node_id: name for name, m in self.cluster.nodes.items()}
         if target is None:
             candidates = [names[n] for n in where.values() if n not in spared and n in names]
-            if not candidates:
-                raise FaultNotApplicable("no machine with rollouts but without the trainer")
+            if not candidates:  # e.g. the others' rollouts are still being replaced
+                raise FaultDeferred("no machine with healthy rollouts but without the trainer")
             target = sorted(set(candidates))[-1]
         m = self.cluster.nodes.get(target)
         if m is None:
@@ -59,6 +59,6 @@ class MachineFaults:
             raise FaultNotApplicable(f"machine {target} holds the trainer or Ray's head")
         rollouts = sorted(rid for rid, n in where.items() if n == m.node_id)
         if len(rollouts) >= len(where):
-            raise FaultNotApplicable(f"machine {target} holds every healthy rollout")
+            raise FaultDeferred(f"machine {target} holds every healthy rollout")
         self.cluster.kill(target)
         return {"target": target, "rollouts": rollouts, "node_id": m.node_id}

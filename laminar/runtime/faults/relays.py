@@ -79,6 +79,13 @@ class RelayFaults:
             done, _ = ray.wait([info_ref], timeout=0)
             if done:
                 del self.restarting[rid]
+                try:
+                    ray.get(info_ref)
+                except ray.exceptions.RayError:  # its machine went meanwhile: no relay there
+                    del self.handles[rid]
+                    self._close_record(sup, rid, restarted=False)
+                    changed = True
+                    continue
                 self.handles[rid] = handle
                 i = next(i for i, (_, info) in enumerate(self.workers) if info.id == rid)
                 self.workers[i] = (handle, self.infos[rid])
@@ -103,11 +110,13 @@ class RelayFaults:
         handle = start_relay_worker(self.store.relay_cfg, info, self.node[rid])
         self.restarting[rid] = (handle, handle.info.remote())
 
-    def _close_record(self, sup: Any, rid: str) -> None:
+    def _close_record(self, sup: Any, rid: str, restarted: bool = True) -> None:
         for rec in sup.faults:
             if rec.get("target") == rid and rec.get("open") and "restart_t" in rec:
-                rec["recovery_s"] = time.perf_counter() - rec.pop("restart_t")
-                rec["open"] = False
+                took_s = time.perf_counter() - rec.pop("restart_t")
+                if restarted:
+                    rec["recovery_s"] = took_s
+                rec.update(open=False, restarted=restarted)
 
 
 def _node_alive(node_id: str) -> bool:
