@@ -91,10 +91,11 @@ def ray_session(cfg: LaminarConfig, *, verbose: bool = False) -> Iterator[RunDir
     finally:
         with contextlib.suppress(Exception):
             ray.shutdown()
-        if address is None:  # our own Ray: whatever still carries the run's mark is ours
-            from laminar.runtime.faults.inject import sweep_run_processes
+        # Whatever on this host still carries the run's mark is ours (e.g. the engine of a
+        # replacement rollout killed while starting): Ray does not know about it.
+        from laminar.runtime.faults.inject import sweep_run_processes
 
-            sweep_run_processes(dirs.run_id)
+        sweep_run_processes(dirs.run_id)
         shutil.rmtree(dirs.shm, ignore_errors=True)
         shutil.rmtree(dirs.tmp, ignore_errors=True)
         os.environ.clear()
