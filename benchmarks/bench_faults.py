@@ -11,6 +11,7 @@ Usage::
 2. ``--machines N`` (N >= 3): an emulated cluster of N Ray nodes on this host
    (``laminar.runtime.emulate``), relay tier on, one rollout per machine but the trainer's, with
    ``kill-relay`` and then ``kill-machine`` injected; ``laminar plot`` draws ``faults.png``.
+   The nodes are ``laminar.runtime.faults.machines.LocalMachines`` (Ray nodes on this host).
 
 Prints one JSON line per fault and a markdown table of detection, recovery and replacement
 seconds per kind (record them in ``benchmarks/RESULTS.md``).
@@ -54,20 +55,19 @@ def one_host(out: Path, steps: int, sets: list[str]) -> list[dict]:
 
 
 def machines(out: Path, steps: int, n: int, sets: list[str]) -> list[dict]:
-    from laminar.runtime.emulate import EmulatedCluster
+    from laminar.runtime.faults.machines import LocalMachines, register, unregister
 
-    from laminar.runtime.faults.machines import register, unregister
-
-    with EmulatedCluster(machines=n, gpus_per_machine=0) as emu:
-        register(emu)
-        try:
-            run = out / "machines"
-            extra = [f"runtime.address={emu.address}", "relay.enabled=true"]
-            extra += [f"runtime.rollouts={n - 1}"]
-            faults = ["kill-relay@2", f"kill-machine@{steps // 2}"]
-            summary = _train(run, steps, faults, [*extra, *sets])
-        finally:
-            unregister(emu)
+    emu = LocalMachines(n)
+    register(emu)
+    try:
+        run = out / "machines"
+        extra = [f"runtime.address={emu.address}", "relay.enabled=true"]
+        extra += [f"runtime.rollouts={n - 1}"]
+        faults = ["kill-relay@2", f"kill-machine@{steps // 2}"]
+        summary = _train(run, steps, faults, [*extra, *sets])
+    finally:
+        unregister(emu)
+        emu.shutdown()
     _check(summary)
     laminar(["plot", str(run)])
     return summary["faults"]

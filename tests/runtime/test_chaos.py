@@ -19,7 +19,7 @@ import pytest
 
 from laminar.cli import main
 from laminar.config.runtime_faults import KINDS, chaos_plan
-from laminar.runtime.faults.machines import register, unregister
+from laminar.runtime.faults.machines import LocalMachines, register, unregister
 from tests.runtime.test_train_e2e import _leftovers, _small
 
 pytestmark = pytest.mark.slow
@@ -27,39 +27,11 @@ pytestmark = pytest.mark.slow
 SEED, STEPS = 3, 6
 
 
-class _Machines:
-    """Three Ray nodes on this host: the shape of ``laminar.runtime.emulate.EmulatedCluster``
-    (``address``, ``nodes`` by name with ``node_id``, ``kill(name)``)."""
-
-    def __init__(self, n: int):
-        from ray.cluster_utils import Cluster
-
-        self._cluster = Cluster(
-            initialize_head=True,
-            head_node_args={"num_cpus": 2, "object_store_memory": 100 * 1024**2},
-        )
-        self.nodes = {"m0": self._cluster.head_node}
-        for i in range(1, n):
-            self.nodes[f"m{i}"] = self._cluster.add_node(
-                num_cpus=2, object_store_memory=100 * 1024**2
-            )
-
-    @property
-    def address(self) -> str:
-        return self._cluster.address
-
-    def kill(self, name: str) -> None:
-        self._cluster.remove_node(self.nodes.pop(name), allow_graceful=False)
-
-    def shutdown(self) -> None:
-        self._cluster.shutdown()
-
-
 @pytest.fixture
 def machines(monkeypatch):
     for k, v in {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}.items():
         monkeypatch.setenv(k, v)
-    m = _Machines(3)
+    m = LocalMachines(3)
     register(m)
     try:
         yield m
