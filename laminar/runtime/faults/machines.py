@@ -24,8 +24,12 @@ class LocalMachines:
     resources."""
 
     def __init__(self, n: int, cpus: int = 2, object_store_bytes: int = 100 * 1024**2):
+        import os
+
         from ray.cluster_utils import Cluster
 
+        for key in ("RAY_USAGE_STATS_ENABLED", "RAY_AUTH_MODE"):  # quiet, no token files
+            os.environ.setdefault(key, "0" if key.startswith("RAY_USAGE") else "disabled")
         args = {"num_cpus": cpus, "object_store_memory": object_store_bytes}
         self._cluster = Cluster(initialize_head=True, head_node_args=args)
         self.nodes = {"m0": self._cluster.head_node}
