@@ -239,6 +239,7 @@ def train(
         actors = launch(cfg, dirs, t0, stack)
         actors.info["faults"] = list(prior.get("faults", []))
         actors.info["prior_wall_s"] = float(prior.get("wall_s", 0.0))
+        actors.info["prior_events"] = list(prior.get("events", []))
         start = 0
         if resume is not None:
             start = restore(actors, cfg, resume)
@@ -263,7 +264,7 @@ def train(
         wall_s = time.perf_counter() - loop_t + actors.info["prior_wall_s"]
         last = loops.evaluate(actors, cfg)
         result = loops.collect(actors)
-        result["manager"]["events"] = list(prior.get("events", [])) + result["manager"]["events"]
+        result["manager"]["events"] = actors.info.pop("prior_events") + result["manager"]["events"]
         if model_out is not None:
             ray.get(actors.trainer.save_model.remote(model_out))
     result.update(steps=rows, wall_s=wall_s, setup_s=setup_s, info=actors.info, run_id=dirs.run_id)

@@ -65,7 +65,7 @@ def test_rollout_engine_and_trainer_deaths_are_survived(tmp_path):
 
 
 def test_sigterm_mid_run_then_resume_reaches_the_steps(tmp_path):
-    steps = 4
+    steps = 8
     args = _small(tmp_path, "laminar", steps, "runtime.checkpoint_every=1")
     args += ["--set", "runtime.eval_prompts=0"]
     run = tmp_path / "run-laminar"

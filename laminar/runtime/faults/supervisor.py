@@ -308,7 +308,8 @@ class Supervisor:
         """What a resumed run needs besides trainer and pools: the clock, faults, events."""
         import ray
 
-        events = ray.get(self.a.manager.health.remote(0))["events"]
+        events = self.a.info.get("prior_events", [])  # a resumed run's earlier ones
+        events = events + ray.get(self.a.manager.health.remote(0))["events"]
         return {
             "elapsed_s": self.now_s(),
             "wall_s": self.a.info.get("prior_wall_s", 0.0) + time.time() - self.loop_t0,
