@@ -92,3 +92,4 @@ def test_a_second_delivery_is_dropped_and_the_streamer_lives_on(tmp_path):
     assert set(s.buffer.rows) == {"p0-s0", "p0-s1", "p1-s0", "p1-s1"}
     assert s.buffer.rows["p0-s0"] is first["p0-s0"]
     assert [d["traj_id"] for d in s.buffer.duplicates] == ["p0-s0"]
+
