@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from laminar.config.base import Section
+from laminar.config.runtime_faults import RuntimeFaultsConfig
 
 
 class TinyModel(Section):
@@ -157,9 +158,12 @@ class RuntimeConfig(Section):
     eval_samples: int = Field(4, ge=1, le=1024)
     """Samples per held-out prompt (count, 1..1024), drawn like training samples."""
 
-    checkpoint_every: int = Field(0, ge=0, le=1_000_000)
-    """Trainer checkpoint (model, optimizer, version) every N steps, for recovery (count,
-    0..1e6); 0: none. The final policy is always saved in the run directory (``model/``)."""
+    checkpoint_every: int = Field(1, ge=0, le=1_000_000)
+    """Checkpoint every N steps into the run directory (``checkpoints/``: trainer model,
+    optimizer and version, and the pools' state), what a dead trainer restarts from and
+    ``laminar train --resume`` goes on from (count, 0..1e6); 0: none (a dead trainer restarts
+    from the warm-up model). The final policy is always saved in the run directory
+    (``model/``)."""
 
     step_timeout_s: float = Field(1800.0, gt=0.0, le=86400.0)
     """A trainer step that takes longer than this fails the run with an error instead of
@@ -172,6 +176,9 @@ class RuntimeConfig(Section):
     kill_trainer_at_step: int = Field(-1, ge=-1, le=1_000_000)
     """Fault injection: kill the trainer right after this trainer step (step index, -1..1e6)
     and restart it from its last checkpoint (set ``checkpoint_every``); -1 never."""
+
+    faults: RuntimeFaultsConfig = Field(default_factory=RuntimeFaultsConfig)
+    """Fault injection (``laminar train --fault``) and failure-detection bounds."""
 
     model: Annotated[TinyModel | PretrainedModel, Field(discriminator="type")] = Field(
         default_factory=TinyModel
