@@ -93,14 +93,15 @@ class Trainer:
             self.ref_model = copy.deepcopy(self.model).eval()
         return info
 
-    def resume(self, publisher: WeightPublisher, checkpoint: str) -> int:
+    def resume(self, publisher: WeightPublisher, checkpoint: str | None) -> int:
         """A restarted trainer (§3.3): load the checkpoint and go on publishing.
 
         Versions stay increasing: the dead trainer may have published past its checkpoint, so
         the next version follows the newest one published, not the checkpoint's.
         """
         self._prepare(publisher)
-        version = self.load_checkpoint(checkpoint)
+        # No checkpoint yet: the warm-up model (every update so far is lost, the run goes on).
+        version = self.load_checkpoint(checkpoint) if checkpoint else self.version
         latest = publisher.latest() if hasattr(publisher, "latest") else None
         self.version = max(version, latest[0] if latest else version)
         return self.version

@@ -124,6 +124,10 @@ class VllmEngine:
             int(s.num_waiting_reqs),
         )
 
+    def alive(self) -> bool:
+        """False once vLLM saw its engine core die (it then fails every request)."""
+        return self._llm is None or not bool(getattr(self._llm, "errored", False))
+
     async def load_weights(self, path: str) -> None:
         await self._llm.collective_rpc("reload_weights", kwargs={"weights_path": path})
 

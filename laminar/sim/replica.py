@@ -17,12 +17,13 @@ present, changes it, then calls :meth:`wake` so it plans a new segment.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from heapq import heappop, heappush
 
 import simpy
 
-from laminar.policy.repack import ReplicaState, TrajectoryState
+from laminar.policy.repack import ReplicaState, StepCost, TrajectoryState
 from laminar.sim.decode import kv_integral, segment_time_s, steps_within
 from laminar.sim.pools import Trajectory
 
@@ -175,7 +176,7 @@ class Replica:
         cost = self.cost
         self.seg_t0 = self.busy_until
         self.seg_a = slow * (
-            cost.decode_base_s + b * cost.decode_per_seq_s + self.kv * cost.decode_per_kv_token_s
+            cost.decode_fixed_s(b) + self.kv * cost.decode_per_kv_token_s
         )
         self.seg_c = slow * b * cost.decode_per_kv_token_s
         self.seg_n, self.seg_done, self.seg_b, self.seg_kv0 = n, 0, b, self.kv
@@ -262,8 +263,14 @@ class Replica:
         """KV tokens in use now, without changing any state."""
         return self.kv + (self._steps_by(self.env.now) - self.seg_done) * self.seg_b
 
-    def snapshot(self, kv_prev_tokens: int) -> ReplicaState:
-        """What the rollout manager sees at a repack check (``laminar.policy.repack``)."""
+    def snapshot(
+        self,
+        kv_prev_tokens: int,
+        step_cost: StepCost | None = None,
+        max_step_slowdown: float = math.inf,
+    ) -> ReplicaState:
+        """What the rollout manager sees at a repack check (``laminar.policy.repack``), with
+        the step-cost model and the slowdown bound a destination honours (§8.4)."""
         steps = self.steps + self._steps_by(self.env.now) - self.seg_done
         trajs = tuple(
             [
@@ -282,6 +289,8 @@ class Replica:
             kv_prev_tokens,
             self.max_batch,
             trajs,
+            step_cost,
+            max_step_slowdown,
         )
 
     def detach_all(self) -> list[Trajectory]:
