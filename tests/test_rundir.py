@@ -206,7 +206,7 @@ def test_a_signal_while_staging_leaves_nothing(tmp_path, sig):
     try:
         assert proc.stdout.readline().strip() == "staged"
         proc.send_signal(sig)
-        proc.wait(timeout=30)
+        proc.wait(timeout=120)
     finally:
         proc.kill()
     assert proc.returncode != 0
