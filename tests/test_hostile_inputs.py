@@ -306,3 +306,10 @@ def test_a_signal_during_simulate_leaves_nothing(tmp_path, sig, code):
         proc.kill()
     assert proc.returncode == code, proc.stderr.read()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_train_refuses_an_unwritable_out_before_starting_anything(capsys):
+    t0 = time.perf_counter()
+    assert main(["train", "--out", "/proc/laminar-train"]) == 2
+    assert time.perf_counter() - t0 < 1.0
+    assert "/proc/laminar-train: cannot write there" in _error(capsys)

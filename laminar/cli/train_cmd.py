@@ -38,8 +38,6 @@ def _train(args: argparse.Namespace) -> int:
     import json
 
     from laminar.rundir import staged_output
-    from laminar.runtime.driver import train
-    from laminar.runtime.outputs import write_run_dir
 
     if args.config is None and args.preset is None:
         args.preset = DEFAULT_PRESET
@@ -49,7 +47,10 @@ def _train(args: argparse.Namespace) -> int:
     if args.address:
         args.overrides.append(f"runtime.address={args.address}")
     cfg = config_from_args(args)
-    target = out_target(args, f"train-{cfg.runtime.mode}")
+    target = out_target(args, f"train-{cfg.runtime.mode}")  # before Ray, engines, torch
+    from laminar.runtime.driver import train
+    from laminar.runtime.outputs import write_run_dir
+
     bar = _progress(cfg.workload.steps, disabled=args.no_progress)
     with staged_output(target) as stage:
         try:
