@@ -137,6 +137,7 @@ def test_bad_config_files_are_named(tmp_path, capsys, content, message):
         ("workload.source.params=5", "workload.source.params"),
         ("sim.gpu_memory_utilization=.nan", "gpu_memory_utilization"),
         ("seed=-1", "seed"),
+        ("sim.rollout_batch_prompts=1000000", "sim.rollout_batch_prompts"),
         ("faults.events=[{type: rollout_machine, at_s: 1, machine: 9}]", "faults.events[0]"),
     ],
 )
