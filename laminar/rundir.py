@@ -80,6 +80,8 @@ class OutputTarget:
 def prepare_out(path: str | Path, *, force: bool = False, command: str = "laminar") -> OutputTarget:
     """Decide what writing the run directory ``path`` means (module docstring) and check that
     it can be written; :class:`OutputError` otherwise. Writes nothing that stays."""
+    if "\x00" in str(path):
+        raise OutputError(f"{str(path)!r}: a path cannot hold a NUL character")
     out = Path(os.path.abspath(path))
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         kind = "a symbolic link" if out.is_symlink() else "a file"

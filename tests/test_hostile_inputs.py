@@ -314,3 +314,19 @@ def test_train_refuses_an_unwritable_out_before_starting_anything(capsys):
     assert main(["train", "--out", "/proc/laminar-train"]) == 2
     assert time.perf_counter() - t0 < 1.0
     assert "/proc/laminar-train: cannot write there" in _error(capsys)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["simulate", "--out", "run\x00x"],
+        ["config", "show", "c\x00.yaml"],
+        ["trace", "show", "t\x00.csv"],
+        ["simulate", "--set", 'sim.cost_file="c\\0.json"', "--out", "run"],
+    ],
+)
+def test_a_nul_character_in_a_path_is_named(tmp_path, monkeypatch, capsys, argv):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    assert "NUL character" in _error(capsys)
+    assert list(tmp_path.iterdir()) == []
