@@ -287,9 +287,11 @@ def test_a_signal_during_simulate_leaves_nothing(tmp_path, sig, code):
     import subprocess
     import sys
 
-    # The default config (1024 GPUs) simulates for seconds: the signal lands mid-run.
+    # The default config (1024 GPUs) for 100 steps simulates for tens of seconds: the signal lands
+    # mid-run however loaded the machine is.
+    argv = ["simulate", "--set", "workload.steps=100", "--out", "run"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "laminar", "simulate", "--out", "run"],
+        [sys.executable, "-m", "laminar", *argv],
         cwd=tmp_path,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -301,6 +303,7 @@ def test_a_signal_during_simulate_leaves_nothing(tmp_path, sig, code):
             # (the staging directory, made once the handlers are in place; not the probe)
             assert proc.poll() is None, proc.stderr.read()
             time.sleep(0.05)
+        assert proc.poll() is None
         proc.send_signal(getattr(signal, sig))
         proc.wait(timeout=120)
     finally:
