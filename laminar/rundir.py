@@ -52,6 +52,7 @@ MARKER = ".laminar-run.json"
 "created_utc": ..., "entries": [top-level names Laminar wrote]}``."""
 
 _STAGING = ".laminar-staging-"
+_PROBE = ".laminar-probe-"
 
 
 class OutputError(LaminarError):
@@ -146,10 +147,13 @@ def _checked(target: OutputTarget, given: str | Path) -> OutputTarget:
         where = where.parent
     if not where.is_dir():
         raise OutputError(f"{given}: cannot create it: {where} is a file, not a directory")
+    mask = _block_signals()  # a signal must not strand the probe
     try:
-        os.rmdir(tempfile.mkdtemp(prefix=_STAGING + "probe-", dir=where))
+        os.rmdir(tempfile.mkdtemp(prefix=_PROBE, dir=where))
     except OSError as e:
         raise OutputError(f"{given}: cannot write there: {where}: {e.strerror or e}") from None
+    finally:
+        _restore_signals(mask)
     return target
 
 
@@ -169,27 +173,39 @@ def staged_output(target: OutputTarget) -> Iterator[Path]:
     On an exception (SIGINT is KeyboardInterrupt; SIGTERM is turned into ``SystemExit(143)``
     while the block runs in the main thread) the staging directory and the parents created
     for it are removed and the exception propagates."""
-    created = _make_parents(_staging_parent(target))
+    with _sigterm_raises():
+        # Signals wait while the staging directory is made, so that none lands between its
+        # creation and the handler that removes it.
+        mask = _block_signals()
+        stage, created = None, []
+        try:
+            created = _make_parents(_staging_parent(target))
+            stage = _make_stage(target)
+            _restore_signals(mask)
+            yield stage
+            _write_marker(stage, target.command)
+            _block_signals()  # the commit's renames run whole
+            _commit(stage, target)
+        except BaseException as e:
+            if stage is not None:
+                shutil.rmtree(stage, ignore_errors=True)
+            _remove_created(created)
+            if isinstance(e, OSError) and e.errno in _NO_ROOM:
+                raise OutputError(
+                    f"{target.path}: cannot write the outputs: {e.strerror}; nothing written"
+                ) from None
+            raise
+        finally:
+            _restore_signals(mask)
+
+
+def _make_stage(target: OutputTarget) -> Path:
     try:
         stage = Path(tempfile.mkdtemp(prefix=_STAGING, dir=_staging_parent(target)))
     except OSError as e:
-        _remove_created(created)
         raise OutputError(f"{target.path}: cannot write there: {e.strerror or e}") from None
     stage.chmod(0o777 & ~_umask())
-    try:
-        with _sigterm_raises():
-            yield stage
-            _write_marker(stage, target.command)
-            with _signals_blocked():
-                _commit(stage, target)
-    except BaseException as e:
-        shutil.rmtree(stage, ignore_errors=True)
-        _remove_created(created)
-        if isinstance(e, OSError) and e.errno in _NO_ROOM:
-            raise OutputError(
-                f"{target.path}: cannot write the outputs: {e.strerror}; nothing written"
-            ) from None
-        raise
+    return stage
 
 
 # Write failures that are the place's, not the program's: reported as OutputError (exit 2).
@@ -328,18 +344,19 @@ def _sigterm_raises() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-@contextmanager
-def _signals_blocked() -> Iterator[None]:
-    """SIGINT and SIGTERM wait while the commit's renames run (delivered right after)."""
-    sigs = {signal.SIGINT, signal.SIGTERM}
+_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+def _block_signals() -> set | None:
+    """Hold SIGINT and SIGTERM (delivered at :func:`_restore_signals`); the previous mask."""
     if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+
+
+def _restore_signals(mask: set | None) -> None:
+    if mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 # Single files --------------------------------------------------------------------------------

@@ -277,3 +277,39 @@ def test_a_one_group_trace_replays_with_a_warning_and_is_refused_by_fit(tmp_path
     assert "laminar: warning:" in capsys.readouterr().err
     assert main(["trace", "fit", str(trace)]) == 2
     assert "one GRPO group" in _error(capsys)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, code", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_a_signal_during_simulate_leaves_nothing(tmp_path, sig, code):
+    import signal
+    import subprocess
+    import sys
+
+    # The default config (1024 GPUs) simulates for seconds: the signal lands mid-run.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "laminar", "simulate", "--out", "run"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob(".laminar-staging-*")) and time.monotonic() < deadline:
+            # (the staging directory, made once the handlers are in place; not the probe)
+            assert proc.poll() is None, proc.stderr.read()
+            time.sleep(0.05)
+        proc.send_signal(getattr(signal, sig))
+        proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, proc.stderr.read()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_train_refuses_an_unwritable_out_before_starting_anything(capsys):
+    t0 = time.perf_counter()
+    assert main(["train", "--out", "/proc/laminar-train"]) == 2
+    assert time.perf_counter() - t0 < 1.0
+    assert "/proc/laminar-train: cannot write there" in _error(capsys)

@@ -201,6 +201,9 @@ def load_cost_file(path: str | Path) -> CostModel:
         raise ConfigError(str(p), "", f"cannot read cost file: {e.strerror}") from None
     except json.JSONDecodeError as e:
         raise ConfigError(str(p), "", f"not valid JSON: {e}") from None
+    except (UnicodeDecodeError, RecursionError):
+        detail = "not a JSON text file (undecodable, or nested too deeply)"
+        raise ConfigError(str(p), "", detail) from None
     table = data.get("coefficients") if isinstance(data, dict) else None
     if not isinstance(table, dict):
         raise ConfigError(str(p), "coefficients", "expected a mapping of name -> {value, unit}")
