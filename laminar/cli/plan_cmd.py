@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from pathlib import Path
 
-from laminar.cli.common import add_config_args, config_from_args
+from laminar.cli.common import add_config_args, add_out_args, config_from_args, out_target
 from laminar.errors import ConfigError
 
 
@@ -23,8 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "bottleneck. Lists are comma-separated.",
     )
     add_config_args(p)
-    p.add_argument("--out", metavar="DIR", help="plan directory (default: runs/plan-<time>); "
-                   "replaced if it exists")  # fmt: skip
+    add_out_args(p, "runs/plan-<time>")
     g = p.add_argument_group("what to search")
     g.add_argument("--gpus", metavar="LIST", help="GPU counts (default: cluster.gpus)")
     g.add_argument("--systems", metavar="LIST", default="all",
@@ -64,8 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from laminar.plan import PlanOptions, run_plan, top_table, write_plan
+    from laminar.plan import PlanOptions, run_plan, top_table, write_plan_into
     from laminar.plan.evaluate import default_cache_dir
+    from laminar.rundir import staged_output
 
     base = config_from_args(args)
     space = space_from_args(args, base)
@@ -80,16 +79,18 @@ def _plan(args: argparse.Namespace) -> int:
         cache_dir=cache,
         gpu_hour_price=args.gpu_hour_price,
     )
-    out = Path(args.out or f"runs/plan-{time.strftime('%Y%m%d-%H%M%S')}")
-    result = run_plan(base, space, opts)
-    write_plan(result, out)
+    target = out_target(args, "plan")  # checked before any work
+    # Staged before the search: SIGINT/SIGTERM during it leave nothing behind.
+    with staged_output(target) as stage:
+        result = run_plan(base, space, opts)
+        write_plan_into(result, stage)
     print(top_table(result, args.show))
     m = result.meta
     print(f"\n{m['simulated_short']} short and {m['simulated_full']} full simulations, "
           f"{m['cache_hits']} from the cache ({m['cache_dir'] or 'off'}), {m['wall_s']:.1f} s")
     if result.best is None:
         print("no point could be simulated: see the reasons in plan.csv")
-    print(f"plan directory: {out}")
+    print(f"plan directory: {target.path}")
     return 0
 
 

@@ -13,7 +13,7 @@ one simulation, cached by config hash), ``outputs`` writes ``plan.csv``, ``paret
     write_plan(result, "runs/plan")
 """
 
-from laminar.plan.outputs import best_yaml, pareto_frame, top_table, write_plan
+from laminar.plan.outputs import best_yaml, pareto_frame, top_table, write_plan, write_plan_into
 from laminar.plan.search import PlanOptions, PlanResult, run_plan
 from laminar.plan.space import SearchSpace
 
@@ -26,4 +26,5 @@ __all__ = [
     "run_plan",
     "top_table",
     "write_plan",
+    "write_plan_into",
 ]

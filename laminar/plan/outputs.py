@@ -23,7 +23,7 @@ import pandas as pd
 
 from laminar.config import dump_config
 from laminar.plan.search import PlanResult, pareto_ids
-from laminar.rundir import staged_dir
+from laminar.rundir import run_output
 
 
 def pareto_frame(result: PlanResult) -> pd.DataFrame:
@@ -67,23 +67,29 @@ def best_yaml(result: PlanResult) -> str | None:
     return header + dump_config(cfg)
 
 
-def write_plan(result: PlanResult, out: str | Path) -> Path:
-    """Write the plan directory ``out`` (whole, or not at all)."""
+def write_plan(result: PlanResult, out: str | Path, *, force: bool = False) -> Path:
+    """Write the plan directory ``out`` (whole, or not at all; an existing directory only if
+    it is a previous run or ``force``: ``laminar.rundir``)."""
+    out = Path(out)
+    with run_output(out, force=force, command="plan") as stage:
+        write_plan_into(result, stage)
+    return out
+
+
+def write_plan_into(result: PlanResult, plan_dir: Path) -> None:
+    """Write the plan's files into the (empty, staged) directory ``plan_dir``."""
     from laminar.plotting.common import save_figure
     from laminar.plotting.plan import pareto_figure
 
-    out = Path(out)
     pareto = pareto_frame(result)
-    with staged_dir(out) as tmp:
-        result.points.to_csv(tmp / "plan.csv", index=False)
-        pareto.to_csv(tmp / "pareto.csv", index=False)
-        text = best_yaml(result)
-        if text is not None:
-            (tmp / "best.yaml").write_text(text)
-        save_figure(pareto_figure(result.points, pareto), tmp / "pareto.png")
-        meta = {**result.meta, "best_pid": result.best, "search": _space(result)}
-        (tmp / "plan.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
-    return out
+    result.points.to_csv(plan_dir / "plan.csv", index=False)
+    pareto.to_csv(plan_dir / "pareto.csv", index=False)
+    text = best_yaml(result)
+    if text is not None:
+        (plan_dir / "best.yaml").write_text(text)
+    save_figure(pareto_figure(result.points, pareto), plan_dir / "pareto.png")
+    meta = {**result.meta, "best_pid": result.best, "search": _space(result)}
+    (plan_dir / "plan.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
 
 
 def _space(result: PlanResult) -> dict:

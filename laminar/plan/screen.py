@@ -1,9 +1,8 @@
 """The analytic screen: is a point feasible, and roughly how fast could it be? (no simulation)
 
-Feasibility: the config validates, the rollout TP divides a machine, the rollout weights leave
-room for a KV cache that holds the longest trajectory, and a rollout replica is left. When
-``laminar.specs.memory.check_fit`` is available (the memory-fit check of issue 14) it decides
-memory too, trainer included.
+Feasibility: the config validates, the rollout TP divides a machine, the configuration fits in
+GPU memory (``laminar.specs.memory.check_fit``: trainer states and activations, rollout
+weights and a KV cache for the longest trajectory), and a rollout replica is left.
 
 Estimate, per training step, from the cost model (``laminar.sim.cost``) and the workload's
 token counts: generation seconds = response tokens / (replicas x b / t(b)), with b the
@@ -18,7 +17,6 @@ estimate ranks points within one system and GPU count; it is not a prediction.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -75,7 +73,8 @@ def screen(cfg: LaminarConfig, stats: WorkloadStats) -> Screen:
     tp, gpm = cfg.model.rollout_tp, min(c.gpus_per_machine, c.gpus)
     if tp > gpm or gpm % tp:
         return Screen(False, f"model.rollout_tp: {tp} does not divide a machine's {gpm} GPUs")
-    memory = _memory_fit(cfg)
+    system_cls = resolve_systems(cfg.sim.systems)[0]
+    memory = _memory_fit(cfg, system_cls.colocated)
     if memory:
         return Screen(False, memory, "memory")
     try:
@@ -90,7 +89,7 @@ def screen(cfg: LaminarConfig, stats: WorkloadStats) -> Screen:
             f"({cost.kv_capacity_tokens} tokens at rollout TP {tp})",
             "memory",
         )
-    system = resolve_systems(cfg.sim.systems)[0](cfg)
+    system = system_cls(cfg)
     split = system.split(cost)
     if split.replicas < 1:
         return Screen(False, "cluster.gpus: no GPU is left for a rollout replica")
@@ -98,17 +97,17 @@ def screen(cfg: LaminarConfig, stats: WorkloadStats) -> Screen:
     return Screen(True, "", bottleneck, est, split.trainer_gpus, split.replicas)
 
 
-def _memory_fit(cfg: LaminarConfig) -> str:
-    """The memory-fit check's reason when the point does not fit ('' when it does or when the
-    check is not available in this version)."""
-    import laminar
-
-    # Issue 14, parts 1-3; looked up in this package only (an editable install elsewhere on
-    # the path could otherwise lend a different version's module).
-    if not (Path(laminar.__file__).parent / "specs" / "memory.py").is_file():
-        return ""
+def _memory_fit(cfg: LaminarConfig, colocated: bool) -> str:
+    """Why ``cfg`` does not fit in GPU memory (``laminar.specs.memory.check_fit``; '' when it
+    fits). A colocated system trains on every GPU. A cost file of a model outside the catalog
+    (a calibrated tiny model) has no model facts to check, as in ``laminar.sim.simulate``."""
     from laminar.specs.memory import check_fit
-    report = check_fit(cfg)
+    from laminar.specs.model import catalog_names
+
+    m = cfg.model
+    if cfg.sim.cost_file and not (m.spec or m.hf_config or m.name in catalog_names()):
+        return ""
+    report = check_fit(cfg, trainer_gpus=cfg.cluster.gpus if colocated else None)
     return "" if report.ok else f"memory: {report.reason}"
 
 

@@ -83,15 +83,19 @@ def test_the_plan_is_deterministic(small_plan):
 
 def test_rejections_name_their_reason():
     base = _base("model.name=qwen2.5-72b", "cluster.gpus_per_machine=4")
-    space = SearchSpace(gpus=(16,), systems=("laminar",), trainer_fractions=(0.5,),
+    space = SearchSpace(gpus=(32,), systems=("laminar",), trainer_fractions=(0.25, 0.5),
                         rollout_tps=(1, 4, 8), max_batches=(64,), repack=(True,))  # fmt: skip
-    df = run_plan(base, space, dataclasses.replace(OPTS, screen_keep=0.0)).points.set_index(
-        "rollout_tp"
-    )
-    assert df.loc[1, "status"] == "rejected" and df.loc[1, "bottleneck"] == "memory"
-    assert "rollout_tp" in df.loc[1, "reason"] or "memory" in df.loc[1, "reason"]
-    assert df.loc[8, "status"] == "rejected" and "does not divide" in df.loc[8, "reason"]
-    assert df.loc[4, "status"] in ("short", "full")
+    df = run_plan(base, space, dataclasses.replace(OPTS, screen_keep=0.0)).points
+    df = df.set_index(["trainer_gpus", "rollout_tp"])
+    tp1 = df.loc[(16, 1)]  # 145 GB of weights on one GPU
+    assert tp1["status"] == "rejected" and tp1["bottleneck"] == "memory"
+    assert "rollout_tp=2" in tp1["reason"]  # names the smallest replica that fits
+    small = df.loc[(8, 4)]  # 72B's trainer states need 16 GPUs
+    assert small["status"] == "rejected" and small["bottleneck"] == "memory"
+    assert "at least 16 trainer GPUs" in small["reason"]
+    assert df.loc[(16, 8), "status"] == "rejected"
+    assert "does not divide" in df.loc[(16, 8), "reason"]
+    assert df.loc[(16, 4), "status"] in ("short", "full")
 
 
 def test_a_point_the_simulator_refuses_is_rejected_with_its_message():
@@ -135,7 +139,7 @@ def test_pareto_front():
 
 def test_outputs_and_best_yaml_runs(small_plan, tmp_path):
     out = write_plan(small_plan, tmp_path / "plan")
-    assert {p.name for p in out.iterdir()} == {"plan.csv", "pareto.csv", "best.yaml",
+    assert {p.name for p in out.iterdir()} >= {"plan.csv", "pareto.csv", "best.yaml",
                                               "pareto.png", "plan.json"}  # fmt: skip
     plan = pd.read_csv(out / "plan.csv")
     assert len(plan) == len(small_plan.points)
@@ -192,3 +196,11 @@ def test_vary_adds_a_dimension(tmp_path):
     assert {dict(p.extra)["sim.kv_watermark"] for p in points} == {0.01, 0.05}
     df = run_plan(_base(), space, OPTS).points
     assert "sim.kv_watermark" in df.columns
+
+
+def test_cli_refuses_an_out_dir_holding_other_files(tmp_path, capsys):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "notes.txt").write_text("mine")
+    assert main(_cli(tmp_path, "--systems", "verl", "--tp", "1", "--max-batch", "8")) == 2
+    assert (tmp_path / "out" / "notes.txt").read_text() == "mine"
+    assert "--force" in capsys.readouterr().err
