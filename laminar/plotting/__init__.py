@@ -18,7 +18,7 @@ lives.
 """
 
 from laminar.plotting.common import COLORS, RunDirError, color, save_figure
-from laminar.plotting.plan import load_plan, pareto_figure
+from laminar.plotting.plan import load_plan, pareto_figure, split_figure
 from laminar.plotting.rundirs import plot_runs, run_kind
 from laminar.plotting.sim import (
     Run,
@@ -67,6 +67,7 @@ __all__ = [
     "run_kind",
     "save_figure",
     "scaling_figure",
+    "split_figure",
     "staleness_figure",
     "staleness_table",
     "step_table",

@@ -44,3 +44,24 @@ def pareto_figure(plan: pd.DataFrame, pareto: pd.DataFrame | None = None):
     ax.grid(alpha=0.3)
     ax.legend(fontsize=9)
     return fig
+
+
+def split_figure(plan: pd.DataFrame):
+    """Short-simulation train tokens/s per GPU against the trainer's share of the GPUs: the
+    best over the other settings, one line per system and GPU count (colocated systems, whose
+    trainer is every GPU, are one point at 1)."""
+    fig, axes = new_figure(1, width=6.4)
+    ax = axes[0][0]
+    sim = plan[plan["short_train_tokens_per_s"].notna()].copy()
+    sim["share"] = sim["trainer_gpus"] / sim["gpus"]
+    sim["per_gpu"] = sim["short_train_tokens_per_s"] / sim["gpus"]
+    for (system, gpus), rows in sim.groupby(["system", "gpus"], sort=False):
+        best = rows.groupby("share")["per_gpu"].max().sort_index()
+        ax.plot(best.index, best.to_numpy(), marker="o", color=color(system),
+                label=f"{system}, {gpus} GPUs")  # fmt: skip
+    ax.set_xlabel("trainer share of the GPUs")
+    ax.set_ylabel("train tokens / s per GPU (short runs)")
+    ax.set_title("best point per trainer split")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
