@@ -180,10 +180,16 @@ def test_cli_prints_the_top_table_and_prices(tmp_path, capsys):
         (["--vary", "sim.nope=1,2"], "sim.nope"),
         (["--vary", "sim.kv_watermark=0.01,7"], "sim.kv_watermark"),
         (["--short-steps", "1"], "--short-steps"),
+        (["--jobs", "0"], "--jobs"),
+        (["--gpu-hour-price", "nan"], "--gpu-hour-price"),
     ],
 )
 def test_cli_errors_exit_2_and_write_nothing(tmp_path, capsys, extra, names):
-    assert main(_cli(tmp_path, *extra)) == 2
+    try:
+        code = main(_cli(tmp_path, *extra))
+    except SystemExit as e:  # argparse's own checks
+        code = e.code
+    assert code == 2
     assert names in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
