@@ -32,6 +32,7 @@ import pandas as pd
 from bench_repack_tail import tail_latency
 
 from laminar.config import load_config
+from laminar.errors import ConfigError
 from laminar.sim import simulate
 
 MODELS = ("7b", "32b", "72b")
@@ -58,7 +59,10 @@ def _grid_task(task: tuple) -> list[dict]:
     extra = ["sim.replica_series=false"]
     if fraction is not None:
         extra.append(f"cluster.trainer_fraction={fraction}")
-    summary = simulate(config(model, gpus, systems, *extra)).summary
+    try:
+        summary = simulate(config(model, gpus, systems, *extra)).summary
+    except ConfigError:  # does not fit in memory (laminar.specs.memory): not a candidate split
+        return []
     return [{**row, "model": model, "fraction": fraction} for row in summary.to_dict("records")]
 
 

@@ -69,6 +69,7 @@ class Trainer:
             "config_json": (base / "config.json").read_text(),
             "eos_id": self.codec.eos_id,
             "params": params,
+            "weight_bytes": _state_bytes(self.model),
         }
 
     def warmup(self, publisher: WeightPublisher) -> dict:
@@ -92,14 +93,15 @@ class Trainer:
             self.ref_model = copy.deepcopy(self.model).eval()
         return info
 
-    def resume(self, publisher: WeightPublisher, checkpoint: str) -> int:
+    def resume(self, publisher: WeightPublisher, checkpoint: str | None) -> int:
         """A restarted trainer (§3.3): load the checkpoint and go on publishing.
 
         Versions stay increasing: the dead trainer may have published past its checkpoint, so
         the next version follows the newest one published, not the checkpoint's.
         """
         self._prepare(publisher)
-        version = self.load_checkpoint(checkpoint)
+        # No checkpoint yet: the warm-up model (every update so far is lost, the run goes on).
+        version = self.load_checkpoint(checkpoint) if checkpoint else self.version
         latest = publisher.latest() if hasattr(publisher, "latest") else None
         self.version = max(version, latest[0] if latest else version)
         return self.version
@@ -129,9 +131,9 @@ class Trainer:
         t0 = time.perf_counter()
         k = self.cfg.workload.prompts_per_step
         groups = ray.get(self.buffer.take.remote(k, self.version, step_index))
-        t1 = time.perf_counter()
+        t1, cpu1 = time.perf_counter(), time.process_time()
         metrics = self._update(groups)
-        t2 = time.perf_counter()
+        t2, cpu2 = time.perf_counter(), time.process_time()
         self.version += 1
         metrics["publish_s"] = self.publish()
         trajs = [t for g in groups for t in g]
@@ -141,6 +143,8 @@ class Trainer:
             version=self.version,
             wait_s=t1 - t0,
             train_s=t2 - t1,
+            train_cpu_s=cpu2 - cpu1,  # wall >> CPU x threads: the trainer was starved of cores
+            loadavg_1m=os.getloadavg()[0],
             trajectories=len(trajs),
             reward_mean=statistics.fmean(t.reward for t in trajs),
             response_len_mean=statistics.fmean(len(t.tokens) for t in trajs),
@@ -216,3 +220,8 @@ class Trainer:
         self.opt.load_state_dict(state["opt"])
         self.version = int(state["version"])
         return self.version
+
+
+def _state_bytes(model) -> int:
+    """Bytes of the published state dict (what a weight version weighs)."""
+    return sum(v.numel() * v.element_size() for v in model.state_dict().values())

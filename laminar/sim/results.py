@@ -144,7 +144,7 @@ def trajectories_frame(c: Cluster, workload: pd.DataFrame) -> pd.DataFrame:
         else np.full(len(ts), "stop", dtype=object)
     )
     df["finish_reason"] = np.where(resp >= max_len, "length", reason)
-    for col in ("turns", "tool_latency_s"):
+    for col in ("turns", "tool_latency_s", "source_prompt_id"):
         if col in src:
             df[col] = src[col].to_numpy()
     df["epoch"] = [t.group.epoch for t in ts]
