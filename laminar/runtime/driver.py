@@ -18,6 +18,7 @@ from laminar.runtime.manager import RolloutManager
 from laminar.runtime.placement import place
 from laminar.runtime.pools import ExperienceBuffer, PartialResponsePool, PromptPool
 from laminar.runtime.relay.tier import weight_path_for
+from laminar.runtime.train.group import in_bundle, placement_group_for
 from laminar.runtime.trainer import Trainer
 
 StepCallback = Callable[[dict], None]
@@ -69,9 +70,13 @@ def launch(
     buffer = cluster.actor(ExperienceBuffer).remote(wl.samples_per_prompt, t0_s)
     partial = cluster.actor(PartialResponsePool).remote()
 
+    # the trainer ranks' devices (one bundle each), kept for a restarted trainer
+    pg = placement_group_for(cfg)
+    stack.callback(_remove_placement_group, pg)
+
     def new_trainer() -> Any:
-        return cluster.actor(Trainer, num_gpus=int(rt.device == "cuda")).remote(
-            cfg.model_dump(mode="json"), str(job_dir), buffer
+        return cluster.actor(Trainer, **in_bundle(pg, 0)).remote(
+            cfg.model_dump(mode="json"), str(job_dir), buffer, pg
         )
 
     trainer = new_trainer()
@@ -118,8 +123,17 @@ def launch(
     a = Actors(trainer, prompts, partial, buffer, rollouts, manager, info)
     a.procs = dict(zip(rollouts, footprints, strict=False))
     a.weights, a.new_trainer = store, new_trainer
-    a.checkpoint_path = str(dirs.tmp / f"{job}-checkpoint.pt")
+    a.checkpoint_path = str(dirs.tmp / f"{job}-checkpoints")  # a root: one dir per version
     return a
+
+
+def _remove_placement_group(pg: Any) -> None:
+    import contextlib
+
+    import ray
+
+    with contextlib.suppress(Exception):
+        ray.util.remove_placement_group(pg)
 
 
 def end_job(a: Actors) -> None:
@@ -165,9 +179,10 @@ def _engine_spec(cfg: LaminarConfig, info: dict, index: int) -> EngineSpec:
         max_batch=rt.max_batch,
         max_model_len=wl.max_prompt_len + wl.max_response_len,
         eos_token_id=info["eos_id"],
+        stop_token_ids=tuple(info.get("stop_ids", ())),
         temperature=rt.grpo.temperature,
         seed=cfg.seed + index,
-        dtype="float32" if rt.model.type == "tiny" else cfg.model.dtype,
+        dtype=info.get("dtype", "float32"),  # what the trainer exports each version in
         gpu_memory_fraction=rt.gpu_memory_fraction,
     )
 
@@ -185,6 +200,20 @@ def _check_one_machine(trainer: Any, rollouts: dict[str, Any]) -> None:
         )
 
 
+def check_inputs(cfg: LaminarConfig) -> None:
+    """A bad model directory or task file fails here, before Ray starts, naming the file (and
+    line): ``ModelDirError`` / ``TaskFileError``, exit code 2."""
+    rt = cfg.runtime
+    if rt.model.type == "pretrained":
+        from laminar.runtime.pretrained import check_model_dir
+
+        check_model_dir(rt.model.path)
+    if rt.task.type == "jsonl":
+        from laminar.runtime.jsonl_task import load_rows
+
+        load_rows(rt.task.path)
+
+
 def train(
     cfg: LaminarConfig,
     *,
@@ -198,6 +227,7 @@ def train(
     """
     import ray
 
+    check_inputs(cfg)
     t0 = time.time()
     with cluster.ray_session(cfg, verbose=verbose) as dirs, ExitStack() as stack:
         actors = launch(cfg, dirs, t0, stack)
