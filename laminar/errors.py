@@ -9,6 +9,10 @@ class LaminarError(Exception):
     exit_code = 2
 
 
+class LaminarWarning(UserWarning):
+    """Input that works but probably not as meant; the CLI prints ``laminar: warning: ...``."""
+
+
 class ConfigError(LaminarError):
     """A config file or ``--set`` override is invalid; the message names the source and key path."""
 

@@ -15,6 +15,7 @@ from laminar.plotting import (
     staleness_table,
     throughput_over_time,
 )
+from laminar.rundir import MARKER
 
 from .sim.conftest import SMALL
 
@@ -46,7 +47,7 @@ def test_plot_of_a_directory_that_is_no_run(tmp_path, capsys):
 def test_several_simulated_runs_get_a_subdirectory_each(run_dir, tmp_path):
     out = tmp_path / "out"
     assert main(["plot", str(run_dir), str(run_dir), "--out", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["run-1", "run-2"]
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "run-1", "run-2"]
     for sub in ("run-1", "run-2"):
         assert (out / sub / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

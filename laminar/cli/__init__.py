@@ -10,10 +10,14 @@ import argparse
 import importlib
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 
 from laminar import __version__
-from laminar.errors import LaminarError
+from laminar.errors import LaminarError, LaminarWarning
+
+MAX_MESSAGE_CHARS = 2000
+"""Longest error message printed (input echoed in messages can be anything)."""
 
 # Modules that add subcommands, in the order --help lists them.
 SUBCOMMAND_MODULES = (
@@ -21,8 +25,10 @@ SUBCOMMAND_MODULES = (
     "laminar.cli.trace_cmd",
     "laminar.cli.simulate_cmd",
     "laminar.cli.replay_cmd",
+    "laminar.cli.plan_cmd",
     "laminar.cli.plot_cmd",
     "laminar.cli.train_cmd",
+    "laminar.cli.calibrate_cmd",
     "laminar.cli.bench_cmd",
 )
 
@@ -47,9 +53,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return int(args.func(args) or 0)
     except LaminarError as e:
-        print(f"laminar: error: {e}", file=sys.stderr)
+        print(f"laminar: error: {_bounded(str(e))}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("laminar: interrupted", file=sys.stderr)
@@ -60,6 +68,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except OSError as e:
+        # Not the input's fault (a full disk, a file vanishing): name the path, no traceback.
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"laminar: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 1
+
+
+def _bounded(message: str) -> str:
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    more = len(message) - MAX_MESSAGE_CHARS
+    return f"{message[:MAX_MESSAGE_CHARS]} ... ({more:,} more characters)"
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """``laminar: warning: ...`` for Laminar's warnings; others as Python shows them."""
+    if issubclass(category, LaminarWarning):
+        print(f"laminar: warning: {_bounded(str(message))}", file=sys.stderr)
+    else:
+        text = warnings.formatwarning(message, category, filename, lineno, line)
+        (file or sys.stderr).write(text)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -28,7 +28,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--out",
         metavar="DIR",
         help="where to write the PNGs (default RUN_DIR/plots; needed with several RUN_DIRs); "
-        "other files in DIR are kept",
+        "a previous plot directory there is replaced, any other existing file or non-empty "
+        "directory is refused",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write into --out even if it holds other files (they are kept; PNGs of the same "
+        "name are replaced)",
     )
     p.set_defaults(func=_plot)
 
@@ -36,6 +43,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _plot(args: argparse.Namespace) -> int:
     from laminar.plotting import plot_runs
 
-    for path in plot_runs(args.run_dirs, args.out):
+    for path in plot_runs(args.run_dirs, args.out, force=args.force):
         print(path)
     return 0

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import time
-from pathlib import Path
 
-from laminar.cli.common import add_config_args, config_from_args
+from laminar.cli.common import add_config_args, add_out_args, config_from_args, out_target
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,16 +24,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--set sim.systems=[...]; 'all' for every one)",
     )
     p.add_argument(
-        "--out",
-        metavar="DIR",
-        help="run directory to write (default: runs/simulate-<time>); replaced if it exists",
+        "--cost",
+        metavar="FILE",
+        help="cost file (shorthand for --set sim.cost_file=FILE); one written by `laminar "
+        "calibrate` makes CONFIG (a `laminar train` config or a train run's config.yaml) "
+        "simulate the job it trains (sim.setting auto)",
     )
+    add_out_args(p, "runs/simulate-<time>")
     p.set_defaults(func=_simulate)
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    cfg = config_from_args(args, [systems_override(args.systems)] if args.systems else [])
-    return run_and_write(cfg, Path(args.out or f"runs/simulate-{time.strftime('%Y%m%d-%H%M%S')}"))
+    extra = [systems_override(args.systems)] if args.systems else []
+    if args.cost:
+        extra.append(f"sim.cost_file={args.cost}")
+    cfg = config_from_args(args, extra)
+    return run_and_write(cfg, out_target(args, "simulate"))
 
 
 def systems_override(names: str) -> str:
@@ -44,24 +48,28 @@ def systems_override(names: str) -> str:
     return f"sim.systems=[{', '.join(listed)}]"
 
 
-def run_and_write(cfg, out: Path) -> int:
-    """Simulate ``cfg`` with a progress bar, write the run directory ``out``, print the table
-    (shared by ``laminar simulate`` and ``laminar replay``)."""
+def run_and_write(cfg, target) -> int:
+    """Simulate ``cfg`` with a progress bar, write the run directory of ``target`` (an
+    :class:`~laminar.rundir.OutputTarget`, checked before the run), print the table (shared by
+    ``laminar simulate`` and ``laminar replay``)."""
     from tqdm import tqdm
 
+    from laminar.rundir import staged_output
     from laminar.sim import simulate
     from laminar.sim.report import summary_table
 
     total = cfg.workload.steps * len(cfg.sim.systems)
-    # delay: the bar only appears on runs long enough to want one; disable=None: TTYs only.
-    with tqdm(total=total, unit="step", delay=2.0, disable=None, leave=False) as bar:
+    # Staged before the run: SIGINT/SIGTERM during it leave nothing behind.
+    with staged_output(target) as stage:
+        # delay: the bar only appears on runs long enough to want one; disable=None: TTYs only.
+        with tqdm(total=total, unit="step", delay=2.0, disable=None, leave=False) as bar:
 
-        def on_step(system: str, steps_done: int) -> None:
-            bar.set_description(system)
-            bar.update(1)
+            def on_step(system: str, steps_done: int) -> None:
+                bar.set_description(system)
+                bar.update(1)
 
-        result = simulate(cfg, on_step=on_step)
-    result.write(out)
+            result = simulate(cfg, on_step=on_step)
+        result.write_into(stage)
     print(summary_table(result.summary))
-    print(f"\nrun directory: {out}")
+    print(f"\nrun directory: {target.path}")
     return 0

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import argparse
 
+from laminar.cli.common import int_in
 from laminar.errors import LaminarError
+
+# Same bounds as the workload config section (laminar/config/workload.py).
+SHAPE_BOUNDS = {
+    "steps": (1, 1_000_000),
+    "prompts_per_step": (1, 1_000_000),
+    "samples_per_prompt": (1, 1024),
+    "max_prompt_len": (1, 1_048_576),
+    "max_response_len": (1, 1_048_576),
+}
 
 # Defaults follow the paper's setup (§8, App. A.2), as in the workload config section.
 _SHAPE_DEFAULTS = {
@@ -30,8 +40,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     synth.add_argument("--list", action="store_true", help="list presets and their parameters")
     for name, default in _SHAPE_DEFAULTS.items():
         flag = "--" + name.replace("_", "-")
-        synth.add_argument(flag, type=int, default=default, help=f"(default {default})")
-    synth.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+        low, high = SHAPE_BOUNDS[name]
+        synth.add_argument(
+            flag, type=int_in(low, high), default=default, help=f"(default {default})"
+        )
+    synth.add_argument(
+        "--seed", type=int_in(0, 2**32 - 1), default=0, help="random seed (default 0)"
+    )
     synth.add_argument(
         "--param",
         action="append",
@@ -50,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _add_max_response(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-response-len",
-        type=int,
+        type=int_in(1, 1 << 24),
         metavar="TOKENS",
         help="declared response cap: longer responses are errors, responses at it are "
         "truncated (default: none / the longest 'length' response)",
@@ -62,6 +77,10 @@ def _show(args: argparse.Namespace) -> int:
     from laminar.traces.report import format_per_step, format_stats
     from laminar.traces.stats import trace_stats
 
+    if args.plot:
+        from laminar.rundir import prepare_file_out
+
+        prepare_file_out(args.plot)
     df = read_trace(args.file, max_response_len=args.max_response_len)
     print(f"trace: {args.file}")
     print(format_stats(trace_stats(df)))
@@ -82,6 +101,9 @@ def _synth(args: argparse.Namespace) -> int:
         return 0
     if not args.preset or not args.output:
         raise LaminarError("trace synth needs PRESET and -o FILE (or --list)")
+    from laminar.rundir import prepare_file_out
+
+    prepare_file_out(args.output)
     df = synthesize(
         args.preset,
         steps=args.steps,

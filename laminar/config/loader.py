@@ -8,6 +8,8 @@ source (file, preset or ``--set``) and the key path, e.g. ``run.yaml: cluster.gp
 from __future__ import annotations
 
 import tomllib
+import types
+import typing
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -21,6 +23,16 @@ from laminar.errors import ConfigError
 
 RESOLVED_NAME = "config.yaml"
 
+MAX_CONFIG_BYTES = 1 << 20
+"""Largest config file read (bytes); configs are a few kilobytes."""
+
+MAX_YAML_NODES = 100_000
+"""Most values a YAML document may expand to (aliases counted at every use): refuses alias
+bombs ("billion laughs"), which a few lines expand to gigabytes."""
+
+MAX_YAML_DEPTH = 64
+"""Deepest nesting of a YAML document (the config tree is a few levels deep)."""
+
 
 def list_presets() -> list[str]:
     """Names of the presets shipped with the package."""
@@ -28,11 +40,85 @@ def list_presets() -> list[str]:
     return sorted(p.name.removesuffix(".yaml") for p in root.iterdir() if p.name.endswith(".yaml"))
 
 
+def load_yaml(text: str, source: str) -> Any:
+    """``yaml.safe_load`` that refuses duplicate keys, alias bombs and runaway nesting, with
+    :class:`ConfigError` naming ``source`` and the line."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_nodes(node, source)
+        return loader.construct_document(node)
+    except (ValueError, OverflowError) as e:  # a value YAML cannot build (2023-13-45, 10**5000)
+        raise ConfigError(source, "", f"cannot parse a value: {_clip(str(e), 200)}") from None
+    except RecursionError:
+        raise ConfigError(source, "", f"nested deeper than {MAX_YAML_DEPTH} levels") from None
+    finally:
+        loader.dispose()
+
+
+def _check_nodes(root: yaml.Node, source: str) -> None:
+    """Walk the node graph once: duplicate keys, depth, and the size it expands to."""
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()
+
+    def size(node: yaml.Node, depth: int) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        if id(node) in open_:
+            raise ConfigError(source, "", f"line {node.start_mark.line + 1}: recursive alias")
+        if depth > MAX_YAML_DEPTH:
+            raise ConfigError(
+                source, "", f"line {node.start_mark.line + 1}: nested deeper than "
+                f"{MAX_YAML_DEPTH} levels"
+            )
+        open_.add(id(node))
+        total = 1
+        if isinstance(node, yaml.MappingNode):
+            _check_duplicate_keys(node, source)
+            children = [n for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = node.value
+        else:
+            children = []
+        for child in children:
+            total += size(child, depth + 1)
+            if total > MAX_YAML_NODES:
+                raise ConfigError(
+                    source, "", f"expands to more than {MAX_YAML_NODES:,} values (aliases "
+                    "repeated inside aliases?); refused"
+                )
+        open_.discard(id(node))
+        sizes[id(node)] = total
+        return total
+
+    size(root, 0)
+
+
+def _check_duplicate_keys(node: yaml.MappingNode, source: str) -> None:
+    seen: dict[tuple[str, str], int] = {}
+    for key, _ in node.value:
+        if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+            continue
+        line = key.start_mark.line + 1
+        ident = (key.tag, key.value)
+        if ident in seen:
+            shown = key.value if len(key.value) <= 64 else key.value[:61] + "..."
+            raise ConfigError(
+                source, "", f"line {line}: duplicate key {shown!r} (first on line "
+                f"{seen[ident]}); each key may appear once"
+            )
+        seen[ident] = line
+
+
 def _read_mapping(text: str, source: str, suffix: str) -> dict[str, Any]:
     try:
-        data = tomllib.loads(text) if suffix == ".toml" else yaml.safe_load(text)
+        data = tomllib.loads(text) if suffix == ".toml" else load_yaml(text, source)
     except (yaml.YAMLError, tomllib.TOMLDecodeError) as e:
-        raise ConfigError(source, "", f"cannot parse: {e}") from None
+        raise ConfigError(source, "", f"cannot parse: {_clip(str(e), 400)}") from None
+    except RecursionError:
+        raise ConfigError(source, "", "nested too deeply") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -46,9 +132,16 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     if p.suffix not in (".yaml", ".yml", ".toml"):
         raise ConfigError(str(p), "", "config files must end in .yaml, .yml or .toml")
     try:
-        text = p.read_text()
+        with p.open("rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as e:
-        raise ConfigError(str(p), "", f"cannot read: {e.strerror}") from None
+        raise ConfigError(str(p), "", f"cannot read: {e.strerror or e}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(str(p), "", f"larger than {MAX_CONFIG_BYTES >> 20} MiB; not a config")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(str(p), "", f"not UTF-8 text (byte {e.start})") from None
     return _read_mapping(text, str(p), p.suffix)
 
 
@@ -77,11 +170,12 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key or any(not part for part in key.split(".")):
-        raise ConfigError(f"--set {text}", "", "expected KEY.PATH=VALUE, e.g. cluster.gpus=64")
+        raise ConfigError(_set_label(text), "", "expected KEY.PATH=VALUE, e.g. cluster.gpus=64")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = load_yaml(raw, _set_label(text)) if raw.strip() else ""
     except yaml.YAMLError as e:
-        raise ConfigError(f"--set {text}", key, f"cannot parse value: {e}") from None
+        detail = f"cannot parse value: {_clip(str(e), 400)}"
+        raise ConfigError(_set_label(text), key, detail) from None
     return key.split("."), value
 
 
@@ -91,14 +185,48 @@ def apply_override(data: dict[str, Any], path: list[str], value: Any, text: str)
     for i, part in enumerate(path[:-1]):
         child = node.setdefault(part, {})
         if not isinstance(child, dict):
-            raise ConfigError(f"--set {text}", ".".join(path[: i + 1]), "is not a section")
+            raise ConfigError(_set_label(text), ".".join(path[: i + 1]), "is not a section")
         node = child
     node[path[-1]] = value
 
 
+def _without_tags(loc: Sequence[Any]) -> list[Any]:
+    """``loc`` without the variant tags pydantic puts after a union field
+    (``workload.source.synthetic.params`` -> ``workload.source.params``)."""
+    out: list[Any] = []
+    node: Any = LaminarConfig
+    for part in loc:
+        variants = _variants(node)
+        if variants is not None and part in variants:
+            node = variants[part]
+            continue
+        out.append(part)
+        if isinstance(part, int):
+            args = typing.get_args(node)
+            node = args[0] if typing.get_origin(node) is list and args else None
+        elif isinstance(node, type) and issubclass(node, BaseModel) and part in node.model_fields:
+            node = node.model_fields[part].annotation
+        else:
+            node = None
+    return out
+
+
+def _variants(node: Any) -> dict[str, type[BaseModel]] | None:
+    """Tag -> section of a union of sections with a ``type`` tag; None for anything else."""
+    while typing.get_origin(node) is typing.Annotated:
+        node = typing.get_args(node)[0]
+    union = typing.get_origin(node) in (typing.Union, types.UnionType)
+    members = typing.get_args(node) if union else ()
+    out = {}
+    for m in members:
+        if isinstance(m, type) and issubclass(m, BaseModel) and "type" in m.model_fields:
+            out[m.model_fields["type"].default] = m
+    return out or None
+
+
 def _loc_to_path(loc: Sequence[Any]) -> str:
     out = ""
-    for part in loc:
+    for part in _without_tags(loc):
         if isinstance(part, int):
             out += f"[{part}]"
         else:
@@ -109,7 +237,7 @@ def _loc_to_path(loc: Sequence[Any]) -> str:
 def _known_keys(loc: Sequence[Any]) -> list[str] | None:
     """Field names of the section at ``loc`` (for 'did you mean'), when it is a plain section."""
     model: type[BaseModel] = LaminarConfig
-    for part in loc:
+    for part in _without_tags(loc):
         field = model.model_fields.get(str(part))
         if field is None:
             return None
@@ -126,8 +254,18 @@ def _describe(err: dict[str, Any]) -> str:
         hint = f" (expected one of: {', '.join(known)})" if known else ""
         return f"unknown key{hint}"
     got = err.get("input")
-    shown = "" if isinstance(got, dict) else f" (got {got!r})"
-    return f"{err['msg']}{shown}"
+    shown = "" if isinstance(got, dict) else f" (got {_clip(repr(got), 80)})"
+    return f"{_clip(err['msg'], 300)}{shown}"
+
+
+def _set_label(text: str) -> str:
+    """How errors name the ``--set`` override ``text``."""
+    return f"--set {_clip(text, 120)}"
+
+
+def _clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters (user input echoed in errors stays readable)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def validate(data: dict[str, Any], source: str, overrides: dict[str, str]) -> LaminarConfig:
@@ -137,13 +275,17 @@ def validate(data: dict[str, Any], source: str, overrides: dict[str, str]) -> La
     except ValidationError as e:
         errors = e.errors()
         first = errors[0]
-        key_path = _loc_to_path(first["loc"])
+        key_path = _clip(_loc_to_path(first["loc"]), 120)
         origin = source
         for key, text in overrides.items():
-            if key_path == key or key_path.startswith(key + ".") or key.startswith(key_path + "."):
-                origin = f"--set {text}"
+            inside = key_path.startswith((key + ".", key + "["))
+            named = not key_path and key in str(first["msg"])  # a check across sections
+            if key_path == key or inside or named or key.startswith(key_path + "."):
+                origin = _set_label(text)
         lines = [_describe(first)]
-        lines += [f"{_loc_to_path(x['loc'])}: {_describe(x)}" for x in errors[1:]]
+        lines += [f"{_clip(_loc_to_path(x['loc']), 120)}: {_describe(x)}" for x in errors[1:8]]
+        if len(errors) > 8:
+            lines.append(f"... and {len(errors) - 8} more")
         raise ConfigError(origin, key_path, "\n  ".join(lines)) from None
 
 
@@ -154,6 +296,33 @@ def load_config(
     overrides: Sequence[str] = (),
 ) -> LaminarConfig:
     """Defaults <- preset <- file <- overrides, validated into a :class:`LaminarConfig`."""
+    data, source, seen = _merged(path, preset, overrides)
+    return validate(data, source, seen)
+
+
+def explicit_keys(
+    path: str | Path | None = None, *, overrides: Sequence[str] = ()
+) -> set[str]:
+    """Dotted key paths a config file or ``--set`` overrides set explicitly (a preset's and
+    the defaults' values are not counted), e.g. ``{"workload.max_prompt_len"}``."""
+    data, _, _ = _merged(path, None, overrides)
+    out: set[str] = set()
+
+    def walk(node: Any, prefix: str) -> None:
+        for k, v in node.items():
+            key = f"{prefix}{k}"
+            out.add(key)
+            if isinstance(v, dict):
+                walk(v, key + ".")
+
+    walk(data, "")
+    return out
+
+
+def _merged(
+    path: str | Path | None, preset: str | None, overrides: Sequence[str]
+) -> tuple[dict[str, Any], str, dict[str, str]]:
+    """The raw mapping, its source's name, and the ``--set`` texts by dotted key."""
     data: dict[str, Any] = {}
     source = "defaults"
     if preset is not None:
@@ -167,7 +336,7 @@ def load_config(
         keys, value = parse_override(text)
         apply_override(data, keys, value, text)
         seen[".".join(keys)] = text
-    return validate(data, source, seen)
+    return data, source, seen
 
 
 def dump_config(config: LaminarConfig) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from laminar.config.base import Section
 from laminar.config.baselines import BaselinesConfig, FaultsConfig
@@ -45,3 +45,15 @@ class LaminarConfig(Section):
 
     faults: FaultsConfig = Field(default_factory=FaultsConfig)
     """Faults injected into a simulated run."""
+
+    @model_validator(mode="after")
+    def _faults_within_run(self) -> LaminarConfig:
+        steps = self.workload.steps
+        for name in ("kill_rollout_at_step", "kill_trainer_at_step"):
+            at = getattr(self.runtime, name)
+            if at >= steps:
+                raise ValueError(
+                    f"runtime.{name} {at} never happens: the run has workload.steps {steps} "
+                    f"(steps 0..{steps - 1})"
+                )
+        return self

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from laminar.config.base import Section
+from laminar.config.runtime_faults import RuntimeFaultsConfig
 
 
 class TinyModel(Section):
@@ -177,9 +178,12 @@ class RuntimeConfig(Section):
     eval_samples: int = Field(4, ge=1, le=1024)
     """Samples per held-out prompt (count, 1..1024), drawn like training samples."""
 
-    checkpoint_every: int = Field(0, ge=0, le=1_000_000)
-    """Trainer checkpoint (model, optimizer, version) every N steps, for recovery (count,
-    0..1e6); 0: none. The final policy is always saved in the run directory (``model/``)."""
+    checkpoint_every: int = Field(1, ge=0, le=1_000_000)
+    """Checkpoint every N steps into the run directory (``checkpoints/``: trainer model,
+    optimizer and version, and the pools' state), what a dead trainer restarts from and
+    ``laminar train --resume`` goes on from (count, 0..1e6); 0: none (a dead trainer restarts
+    from the warm-up model). The final policy is always saved in the run directory
+    (``model/``)."""
 
     step_timeout_s: float = Field(1800.0, gt=0.0, le=86400.0)
     """A trainer step that takes longer than this fails the run with an error instead of
@@ -192,6 +196,9 @@ class RuntimeConfig(Section):
     kill_trainer_at_step: int = Field(-1, ge=-1, le=1_000_000)
     """Fault injection: kill the trainer right after this trainer step (step index, -1..1e6)
     and restart it from its last checkpoint (set ``checkpoint_every``); -1 never."""
+
+    faults: RuntimeFaultsConfig = Field(default_factory=RuntimeFaultsConfig)
+    """Fault injection (``laminar train --fault``) and failure-detection bounds."""
 
     model: Annotated[TinyModel | PretrainedModel, Field(discriminator="type")] = Field(
         default_factory=TinyModel
@@ -212,3 +219,21 @@ class RuntimeConfig(Section):
 
     grpo: GrpoConfig = Field(default_factory=GrpoConfig)
     """The RL objective."""
+
+    @model_validator(mode="after")
+    def _faults_can_happen(self) -> RuntimeConfig:
+        # A fault injection that cannot happen would be skipped silently or fail mid-run.
+        if self.kill_rollout_at_step >= 0 and self.rollouts < 2:
+            raise ValueError(
+                "kill_rollout_at_step needs at least 2 rollouts (one must survive to take over "
+                f"the dead one's work); rollouts is {self.rollouts}"
+            )
+        if self.kill_trainer_at_step >= 0 and (
+            self.checkpoint_every == 0 or self.kill_trainer_at_step < self.checkpoint_every - 1
+        ):
+            raise ValueError(
+                f"kill_trainer_at_step {self.kill_trainer_at_step} restarts the trainer from a "
+                "checkpoint, but none exists by then: set checkpoint_every to at most "
+                f"{self.kill_trainer_at_step + 1} (now {self.checkpoint_every})"
+            )
+        return self

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import math
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
 from laminar.config.base import Section
 
@@ -21,7 +22,18 @@ class SyntheticSource(Section):
     params: dict[str, float] = Field(default_factory=dict, max_length=64)
     """Overrides of the preset's generator parameters, name -> value in the parameter's own
     unit (e.g. ``{response_median_tokens: 2000}``; names in ``laminar trace synth --list``;
-    ``laminar trace fit`` prints them for a trace); at most 64 entries."""
+    ``laminar trace fit`` prints them for a trace); at most 64 entries. Each parameter's own
+    bounds are checked when the workload is built (``laminar.traces.presets.PARAM_BOUNDS``)."""
+
+    @field_validator("params")
+    @classmethod
+    def _finite(cls, v: dict[str, float]) -> dict[str, float]:
+        for name, value in v.items():
+            if not 1 <= len(name) <= 64:
+                raise ValueError("parameter names are 1..64 characters")
+            if not math.isfinite(value):
+                raise ValueError(f"{name}: must be a finite number (got {value})")
+        return v
 
 
 class TraceSource(Section):
@@ -58,3 +70,14 @@ class WorkloadConfig(Section):
 
     steps: int = Field(20, ge=1, le=1_000_000)
     """Trainer steps (global batches) to run (count, 1..1e6)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _source_type(cls, data: Any) -> Any:
+        # ``--set workload.source.params.x=1`` builds a source without its tag: it means the
+        # default (synthetic) source, or a trace when it names a path.
+        src = data.get("source") if isinstance(data, dict) else None
+        if isinstance(src, dict) and "type" not in src:
+            kind = "trace" if "path" in src else "synthetic"
+            data = {**data, "source": {"type": kind, **src}}
+        return data

@@ -9,7 +9,7 @@ from pathlib import Path
 from laminar.plotting.common import RunDirError
 from laminar.plotting.sim import SIM_FILES, load_run, sim_figures
 from laminar.plotting.train import TRAIN_FILES, load_train_run, train_figures
-from laminar.rundir import staged_files
+from laminar.rundir import run_output
 
 # What each kind of run directory must hold (written by laminar/sim/api.py and
 # laminar/runtime/outputs.py); the first file tells the kinds apart.
@@ -42,8 +42,13 @@ def _names(paths: Sequence[Path]) -> list[str]:
     return [n if names.count(n) == 1 else f"{n}-{i + 1}" for i, n in enumerate(names)]
 
 
-def plot_runs(run_dirs: Sequence[str | Path], out_dir: str | Path | None = None) -> list[Path]:
+def plot_runs(
+    run_dirs: Sequence[str | Path], out_dir: str | Path | None = None, *, force: bool = False
+) -> list[Path]:
     """Every figure of the run directories as PNG files in ``out_dir``; return their paths.
+
+    ``out_dir`` follows the rules of :mod:`laminar.rundir` (a new directory, or a previous
+    plot directory replaced; another directory or a file only with ``force``).
 
     One directory: its figures (default ``out_dir``: ``RUN_DIR/plots``). Several training runs:
     one figure per metric with every run in it. Several simulated runs (each may hold several
@@ -62,9 +67,7 @@ def plot_runs(run_dirs: Sequence[str | Path], out_dir: str | Path | None = None)
             raise RunDirError("several run directories need an output directory (--out DIR)")
         out_dir = paths[0] / "plots"
     out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise RunDirError(f"{out}: exists and is not a directory")
-    with staged_files(out) as stage:
+    with run_output(out, force=force, command="plot") as stage:
         if kinds[0] == "train":
             written = train_figures([load_train_run(p) for p in paths], stage)
         else:

@@ -22,7 +22,7 @@ from laminar.plotting.common import (
     read_parquet,
     save_figure,
 )
-from laminar.rundir import staged_files
+from laminar.rundir import run_output
 
 # The files of a ``laminar simulate`` / ``laminar replay`` run directory and the columns drawn
 # from each (``faults.csv`` is optional).
@@ -328,11 +328,13 @@ def sim_figures(run: Run, out: Path) -> list[Path]:
     return [*written, lengths]
 
 
-def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
+def plot_run(
+    run_dir: str | Path, out_dir: str | Path | None = None, *, force: bool = False
+) -> list[Path]:
     """Every figure of a simulated run directory as PNG files in ``out_dir`` (default
     ``RUN_DIR/plots``), all or none; returns their paths."""
     run = load_run(run_dir)
     out = Path(out_dir) if out_dir is not None else run.path / "plots"
-    with staged_files(out) as stage:
+    with run_output(out, force=force, command="plot") as stage:
         names = [p.name for p in sim_figures(run, stage)]
     return [out / name for name in names]

@@ -19,6 +19,8 @@ from typing import Any
 
 from laminar.runtime.codec import make_codec, prompt_ids
 from laminar.runtime.engine import Engine
+from laminar.runtime.faults.watchdog import EngineWatchdog
+from laminar.runtime.profiling import EngineStepRecorder
 from laminar.runtime.records import PromptGroup, Traj
 from laminar.runtime.stream import PartialStreamer
 from laminar.runtime.task import EVAL_STREAM, make_task
@@ -56,6 +58,7 @@ class RolloutWorker:
         model_type: str,
         model_dir: str,
         flush_interval_s: float,
+        engine_stall_s: float = 120.0,
     ):
         self.replica_id = replica_id
         self.engine = engine
@@ -68,6 +71,7 @@ class RolloutWorker:
         self.samples_per_prompt = samples_per_prompt
         self.flush_interval_s = flush_interval_s
         self.streamer: PartialStreamer | None = None
+        self.watchdog = EngineWatchdog(engine_stall_s)
 
     async def start(self) -> dict:
         """Build the engine and warm it up (the first step is slow).
@@ -99,8 +103,16 @@ class RolloutWorker:
         self.loop_task: asyncio.Task | None = None
         self.loads: list[tuple[float, int, float]] = []  # (at_s, version, load_s)
         self.gen_tokens = 0
+        self.profile = EngineStepRecorder(self.replica_id, t0_s)
+        if hasattr(self.engine, "step_listener"):
+            self.engine.step_listener = self._engine_step
         self.streamer = PartialStreamer(pools["partial"], pools["buffer"], self.flush_interval_s)
         self.streamer.start()
+
+    def _engine_step(self, at_unix_s, latencies_s, prefill_seqs, prefill_tokens, *sched) -> None:
+        """The engine ran a step: record it with the KV tokens our trajectories hold."""
+        kv_tokens = sum(len(t.prompt_ids) + len(t.tokens) for t in self.trajs.values())
+        self.profile.record(at_unix_s, latencies_s, prefill_seqs, prefill_tokens, kv_tokens, *sched)
 
     def now_s(self) -> float:
         return time.time() - self.t0_s
@@ -135,6 +147,7 @@ class RolloutWorker:
                 raise ValueError(f"{t.traj_id} has version {t.version}, replica {self.version}")
             t.replica_id = self.replica_id
             self.trajs[t.traj_id] = t  # held from now on: no weight load until it finishes
+        self.watchdog.progress()  # a fresh request gets the full stall allowance
         await self.streamer.register(trajs)
         for t in trajs:
             self.tasks[t.traj_id] = asyncio.create_task(self._generate(t))
@@ -143,11 +156,17 @@ class RolloutWorker:
         reason = None
         request_id = f"{t.traj_id}#{t.migrations}"
         prompt = [*t.prompt_ids, *t.tokens]  # migrated: prompt + partial tokens, re-prefilled
-        async for d in self.engine.generate(request_id, prompt, t.remaining_tokens):
-            t.tokens.extend(d.token_ids)
-            t.logprobs.extend(d.logprobs)
-            self.gen_tokens += len(d.token_ids)
-            reason = d.finish_reason
+        try:
+            async for d in self.engine.generate(request_id, prompt, t.remaining_tokens):
+                t.tokens.extend(d.token_ids)
+                t.logprobs.extend(d.logprobs)
+                self.gen_tokens += len(d.token_ids)
+                self.watchdog.progress()
+                reason = d.finish_reason
+        except Exception as e:  # the engine died under it: the trajectory waits for recovery
+            self.watchdog.failed(e)
+            self.tasks.pop(t.traj_id, None)  # still held (self.trajs): the manager recovers it
+            return
         self.tasks.pop(t.traj_id, None)
         if reason == "abort":
             return  # the caller of abort owns it now
@@ -198,7 +217,7 @@ class RolloutWorker:
         await self.loop_task
 
     async def _laminar_loop(self, poll_s: float) -> None:
-        while not self.stopping:
+        while not self.stopping and self.watchdog.error is None:  # a dead engine admits nothing
             if await self._newer_published():
                 await self.load_latest()  # no-op while trajectories remain (drain, §2.4)
             elif self.version >= 0:
@@ -231,7 +250,12 @@ class RolloutWorker:
     # -- repack and recovery (carried out for the rollout manager) --------------------------
 
     async def snapshot(self) -> dict:
-        """What repack needs: version, KV tokens used/capacity, the unfinished trajectories."""
+        """What repack needs: version, KV tokens used/capacity, the unfinished trajectories.
+
+        Also the health check: raises :class:`EngineFailure` when the engine died or stalled
+        (the manager then treats this replica as dead, §3.3).
+        """
+        self.watchdog.check(self.engine, busy=bool(self.tasks))
         s = self.engine.stats()
         return {
             "replica_id": self.replica_id,
@@ -248,7 +272,7 @@ class RolloutWorker:
 
     async def pin(self, version: int) -> bool:
         """Hold the current weights for an incoming move; False if the version differs."""
-        if version != self.version or self.stopping:
+        if version < 0 or version != self.version or self.stopping:  # -1: no weights yet
             return False
         self.pins += 1
         return True
@@ -296,7 +320,13 @@ class RolloutWorker:
         return live
 
     async def stats(self) -> dict:
-        return {"replica_id": self.replica_id, "gen_tokens": self.gen_tokens, "loads": self.loads}
+        return {
+            "replica_id": self.replica_id,
+            "gen_tokens": self.gen_tokens,
+            "loads": self.loads,
+            "engine_steps": self.profile.table(),
+            "kv_capacity_tokens": getattr(self.engine, "kv_capacity_tokens", None),
+        }
 
     async def shutdown(self) -> None:
         """Stop the engine (its processes and shared memory go with it)."""

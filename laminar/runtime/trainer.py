@@ -10,6 +10,7 @@ is that export plus the weight path's commit; its duration is the actor stall (ย
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from pathlib import Path
@@ -19,7 +20,9 @@ from laminar.config import LaminarConfig
 from laminar.policy.staleness import staleness
 from laminar.runtime.weights import WeightPublisher
 
-SUMMED = ("pg_loss", "kl", "clip_frac", "ratio_mean")  # token-weighted parts: ranks add up
+# token-weighted parts add up over ranks; so does the ranks' CPU time (``train_cpu_s``: wall
+# >> CPU x threads means the trainer was starved of cores)
+SUMMED = ("pg_loss", "kl", "clip_frac", "ratio_mean", "train_cpu_s")
 
 
 class Trainer:
@@ -63,14 +66,15 @@ class Trainer:
         ray.get(self.group.lead.attach.remote(publisher))
         return self.group.all("prepare")[0]
 
-    def resume(self, publisher: WeightPublisher, checkpoint: str) -> int:
+    def resume(self, publisher: WeightPublisher, checkpoint: str | None) -> int:
         """A restarted trainer (ยง3.3): load the checkpoint and go on publishing.
 
         Versions stay increasing: the dead trainer may have published past its checkpoint, so
         the next version follows the newest one published, not the checkpoint's.
         """
         self._prepare(publisher)
-        version = self.load_checkpoint(checkpoint)
+        # No checkpoint yet: the warm-up model (every update so far is lost, the run goes on).
+        version = self.load_checkpoint(checkpoint) if checkpoint else self.version
         latest = publisher.latest() if hasattr(publisher, "latest") else None
         self.version = max(version, latest[0] if latest else version)
         return self.version
@@ -129,6 +133,7 @@ class Trainer:
             version=self.version,
             wait_s=t1 - t0,
             train_s=t2 - t1,
+            loadavg_1m=os.getloadavg()[0],
             trajectories=len(trajs),
             reward_mean=statistics.fmean(t.reward for t in trajs),
             response_len_mean=statistics.fmean(len(t.tokens) for t in trajs),

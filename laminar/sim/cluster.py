@@ -20,8 +20,49 @@ from laminar.sim.manager import RolloutManager
 from laminar.sim.pools import ExperienceBuffer, PartialResponsePool, PromptPool
 from laminar.sim.relay import RelayChain
 from laminar.sim.replica import Replica
-from laminar.sim.systems import System
+from laminar.sim.steady import warmup_steps
+from laminar.sim.systems import GpuSplit, System
 from laminar.sim.trainer import Trainer
+
+
+def check_setup(cfg: LaminarConfig, system: System, cost: CostModel) -> GpuSplit:
+    """The GPU split of ``system``, or :class:`ConfigError` when the config cannot run on it
+    (checked for every system before any runs, so a bad config fails in milliseconds)."""
+    c, w = cfg.cluster, cfg.workload
+    tp, gpm = cost.replica_gpus, min(c.gpus_per_machine, c.gpus)
+    if (gpm % tp) if tp <= gpm else (tp % gpm):
+        raise ConfigError(
+            "config",
+            "model.rollout_tp",
+            f"a replica's GPUs (rollout_tp x rollout_ep = {tp}) must divide "
+            f"gpus_per_machine ({gpm}) or be whole machines",
+        )
+    split = system.split(cost)
+    if split.trainer_gpus < 1:
+        raise ConfigError(
+            "config", "cluster.gpus", f"{c.gpus} GPU(s) leave none for the trainer of "
+            f"{system.name} next to a {tp}-GPU rollout replica; give it at least {tp + 1}"
+        )
+    if split.replicas < 1:
+        raise ConfigError("config", "cluster.gpus", "no GPU is left for a rollout replica")
+    longest = w.max_prompt_len + w.max_response_len + 1
+    if longest > cost.kv_capacity_tokens * (1 - cfg.sim.kv_watermark):
+        raise ConfigError(
+            "config",
+            "workload.max_response_len",
+            f"a {longest}-token trajectory does not fit one replica's KV cache "
+            f"({cost.kv_capacity_tokens} tokens); raise model.rollout_tp",
+        )
+    machines = len(split.rollout_machines)
+    for i, e in enumerate(cfg.faults.events):
+        if e.type != "trainer" and e.machine >= machines:
+            raise ConfigError(
+                "config",
+                f"faults.events[{i}].machine",
+                f"{e.type} fault on rollout machine {e.machine}, but {system.name} has only "
+                f"{machines} rollout machine(s) (0..{machines - 1})",
+            )
+    return split
 
 
 class Cluster:
@@ -32,8 +73,7 @@ class Cluster:
         self.cfg = cfg
         self.system = system
         self.cost = cost
-        self.split = system.split(cost)
-        self._check_fits()
+        self.split = check_setup(cfg, system, cost)
         w = cfg.workload
         self.batch_groups = system.batch_groups(self.split)
         self.prompts = PromptPool(workload, w.max_prompt_len, w.max_response_len)
@@ -45,43 +85,26 @@ class Cluster:
         self.weight_waits: list[tuple[float, int, float]] = []  # (t_s, replica index, wait_s)
         self.on_step: Callable[[int], None] | None = None
         self.window: dict | None = None  # stats when the warm-up ended
+        self.warmup_steps = warmup_steps(cfg)  # ``sim.warmup_steps``, ``auto`` resolved
         self.relay = RelayChain(self, list(self.split.rollout_machines))
+        self.core_sharing = system.core_sharing(self)  # None: each replica has its own GPUs
         self.replicas = [
             Replica(self, i, m, self.relay.position_of(m))
-            for i, m in enumerate(
-                m
-                for m in self.split.rollout_machines
-                for _ in range(self.split.replicas_per_machine)
-            )
+            for i, m in enumerate(self.split.replica_machines())
         ]
         self.replica_by_id = {r.rid: r for r in self.replicas}
         self.trainer = Trainer(self)
         repack = cfg.repack.enabled and system.uses_repack
-        self.manager = RolloutManager(self, cfg.repack.interval_s) if repack else None
+        rp = cfg.repack
+        self.manager = (
+            RolloutManager(self, rp.interval_s, rp.max_step_slowdown) if repack else None
+        )
         self.faults = FaultInjector(self) if cfg.faults.events else None
         system.start(self)
 
     def _mean_group_size(self) -> float:
         p = self.prompts
         return len(p.prompt_len) / len(p.group_start)
-
-    def _check_fits(self) -> None:
-        c, w, cost = self.cfg.cluster, self.cfg.workload, self.cost
-        tp, gpm = cost.replica_gpus, min(c.gpus_per_machine, c.gpus)
-        if tp > gpm or gpm % tp:
-            raise ConfigError(
-                "config", "model.rollout_tp", f"{tp} must divide gpus_per_machine ({gpm})"
-            )
-        if self.split.replicas < 1:
-            raise ConfigError("config", "cluster.gpus", "no GPU is left for a rollout replica")
-        longest = w.max_prompt_len + w.max_response_len + 1
-        if longest > cost.kv_capacity_tokens * (1 - self.cfg.sim.kv_watermark):
-            raise ConfigError(
-                "config",
-                "workload.max_response_len",
-                f"a {longest}-token trajectory does not fit one replica's KV cache "
-                f"({cost.kv_capacity_tokens} tokens); raise model.rollout_tp",
-            )
 
     # Called by components ------------------------------------------------------------------
 
@@ -91,7 +114,7 @@ class Cluster:
 
     def on_step_done(self, steps_done: int) -> None:
         """The trainer finished a step: mark the end of the warm-up, tick the progress bar."""
-        if steps_done == self.cfg.sim.warmup_steps:
+        if steps_done == self.warmup_steps:
             self.window = self.totals()
         if self.on_step is not None:
             self.on_step(steps_done)
@@ -118,7 +141,7 @@ class Cluster:
 
     def run(self) -> None:
         """Simulate until the trainer finishes its steps or ``sim.max_sim_time_s`` passes."""
-        if self.cfg.sim.warmup_steps == 0:
+        if self.warmup_steps == 0:
             self.window = self.totals()
         limit = self.env.timeout(self.cfg.sim.max_sim_time_s)
         self.env.run(until=self.trainer.done | limit)

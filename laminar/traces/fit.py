@@ -25,6 +25,7 @@ import pandas as pd
 from scipy import optimize, stats
 
 from laminar.errors import TraceError
+from laminar.traces.presets import PARAM_BOUNDS
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,13 @@ def fit_trace(
     names the trace in errors.
     """
     length = df["response_len"].to_numpy(dtype="float64")
+    groups = len(df[["step", "prompt_id"]].drop_duplicates())
+    if groups < 2:
+        raise TraceError(
+            source,
+            f"cannot fit a trace of one GRPO group ({len(df)} sample(s)): the generator's "
+            "group share and spread need at least 2 groups",
+        )
     if (length < 1).any():
         raise TraceError(
             source, "cannot fit zero-length responses (log-normal model)", column="response_len"
@@ -57,6 +65,12 @@ def fit_trace(
     if cap is None and finished_long.any():
         cap = int(length[finished_long].max())
     censored = finished_long & (length >= cap) if cap is not None else np.zeros(len(df), bool)
+    if censored.sum() > len(df) - 2:
+        raise TraceError(
+            source,
+            f"cannot fit: {int(censored.sum())} of {len(df)} responses end at the cap "
+            f"({cap} tokens, finish_reason 'length'); at least 2 must end before it",
+        )
     mu0, drift, sigma, q = _fit_marginal(np.log(length), step, censored, cap)
     z = (np.log(length) - (mu0 + drift * step)) / sigma
     params = {
@@ -70,7 +84,10 @@ def fit_trace(
         **_fit_tools(df, np.exp(mu0 + drift * step)),
     }
     # An ungrouped trace has no group_share: leave it out, so the preset's value stands.
-    params = {k: v for k, v in params.items() if np.isfinite(v)}
+    # The rest is kept inside the generator's bounds, so that the printed section loads.
+    params = {
+        k: float(np.clip(v, *PARAM_BOUNDS[k])) for k, v in params.items() if np.isfinite(v)
+    }
     return FitResult(params=params, cap_tokens=cap, rows=len(df))
 
 
@@ -107,9 +124,9 @@ def _intraclass(z: np.ndarray, df: pd.DataFrame) -> float:
     """One-way ANOVA intraclass correlation of z over (step, prompt_id) groups; NaN if none."""
     keys = df["step"].to_numpy() * (int(df["prompt_id"].max()) + 1) + df["prompt_id"].to_numpy()
     _, group, sizes = np.unique(keys, return_inverse=True, return_counts=True)
-    if sizes.max() < 2:
-        return float("nan")
     k, n = len(sizes), len(z)
+    if sizes.max() < 2 or k < 2:
+        return float("nan")
     means = np.bincount(group, weights=z) / sizes
     ss_within = float(((z - means[group]) ** 2).sum())
     ss_between = float((sizes * (means - z.mean()) ** 2).sum())

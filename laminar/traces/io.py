@@ -33,10 +33,16 @@ def read_trace(path: str | Path, *, max_response_len: int | None = None) -> pd.D
     path = Path(path)
     ext = _extension(path)
     if not path.is_file():
-        raise TraceError(str(path), "no such file")
+        raise TraceError(str(path), "not a file" if path.exists() else "no such file")
     if path.stat().st_size == 0:
         raise TraceError(str(path), "the trace is empty (0 bytes)")
-    raw = {".csv": _read_csv, ".parquet": _read_parquet, ".jsonl": _read_jsonl}[ext](path)
+    reader = {".csv": _read_csv, ".parquet": _read_parquet, ".jsonl": _read_jsonl}[ext]
+    try:
+        raw = reader(path)
+    except OSError as e:
+        raise TraceError(str(path), f"cannot read: {e.strerror or e}") from None
+    except RecursionError:
+        raise TraceError(str(path), "nested too deeply to be a trace") from None
     return validate_frame(raw, str(path), max_response_len=max_response_len)
 
 
@@ -47,8 +53,8 @@ def _read_csv(path: Path) -> pd.DataFrame:
         return pd.read_csv(path, dtype=str, skipinitialspace=True)
     except pd.errors.EmptyDataError:
         raise TraceError(str(path), "the trace is empty (no header)") from None
-    except (pd.errors.ParserError, UnicodeDecodeError) as e:
-        raise TraceError(str(path), f"cannot parse CSV: {e}") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
+        raise TraceError(str(path), f"cannot parse CSV: {_clip(str(e))}") from None
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:
@@ -58,7 +64,7 @@ def _read_parquet(path: Path) -> pd.DataFrame:
     try:
         return pq.read_table(path).to_pandas()
     except (pa.ArrowException, OSError) as e:
-        raise TraceError(str(path), f"unreadable Parquet file: {e}") from None
+        raise TraceError(str(path), f"unreadable Parquet file: {_clip(str(e))}") from None
 
 
 def _read_jsonl(path: Path) -> pd.DataFrame:
@@ -78,6 +84,10 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
             raise TraceError(str(path), "each line must be a JSON object", row=number)
         records.append(record)
     return pd.DataFrame.from_records(records)
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def write_trace(df: pd.DataFrame, path: str | Path) -> None:

@@ -57,6 +57,28 @@ class SynthParams:
         return [f.name for f in fields(cls)]
 
 
+PARAM_BOUNDS: dict[str, tuple[float, float]] = {
+    # Physical ranges (inclusive) of each parameter; beyond them the generator's arithmetic
+    # breaks down (exp overflow, Poisson rates past int64), and no real workload lives there.
+    "response_median_tokens": (1.0, 1_048_576.0),
+    "response_sigma": (0.0, 10.0),
+    "group_share": (0.0, 1.0),
+    "runaway_frac": (0.0, 1.0),
+    "drift_per_step": (-1.0, 1.0),
+    "min_response_tokens": (0, 1_048_576),
+    "prompt_median_tokens": (1.0, 1_048_576.0),
+    "prompt_sigma": (0.0, 10.0),
+    "min_prompt_tokens": (0, 1_048_576),
+    "tool_calls_mean": (0.0, 1000.0),
+    "tool_calls_length_exponent": (0.0, 10.0),
+    "max_turns": (1, 10_000),
+    "tool_latency_median_s": (0.0, 86_400.0),
+    "tool_latency_sigma": (0.0, 10.0),
+    "tool_latency_max_s": (0.0, 86_400.0),
+}
+"""Name -> (lowest, highest) allowed value; :func:`laminar.traces.synth.preset_params` checks."""
+
+
 @dataclass(frozen=True)
 class Preset:
     """A named parameter set and what it models."""

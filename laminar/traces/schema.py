@@ -10,7 +10,8 @@ from __future__ import annotations
 # Required: the workload itself.
 REQUIRED_COLUMNS: dict[str, str] = {
     "step": "int64",  # RL step (global batch index), 0-based
-    "prompt_id": "int64",  # prompt identifier; a GRPO group is (step, prompt_id)
+    "prompt_id": "int64",  # prompt identifier; a GRPO group is (step, prompt_id); text ids
+    # (hashes, UUIDs) are numbered in order of first appearance, the text kept in source_prompt_id
     "sample_index": "int64",  # position within its GRPO group, 0..n-1
     "prompt_len": "int64",  # prompt tokens
     "response_len": "int64",  # generated tokens
@@ -22,6 +23,9 @@ TOOL_COLUMNS: dict[str, str] = {
     "turns": "int64",  # assistant turns in the trajectory (>= 1)
     "tool_latency_s": "float64",  # environment (tool) latency per turn, seconds (mean)
 }
+
+# Optional: the prompt id as the replayed trace wrote it (text ids kept verbatim).
+SOURCE_COLUMNS: dict[str, str] = {"source_prompt_id": "string"}
 
 # Optional, measured by the simulator or the runtime.
 MEASURED_COLUMNS: dict[str, str] = {
@@ -38,7 +42,12 @@ MEASURED_COLUMNS: dict[str, str] = {
 FINISH_REASONS = ("stop", "length")
 
 # Every schema column, in the order written files use.
-ALL_COLUMNS: dict[str, str] = {**REQUIRED_COLUMNS, **TOOL_COLUMNS, **MEASURED_COLUMNS}
+ALL_COLUMNS: dict[str, str] = {
+    **REQUIRED_COLUMNS,
+    **TOOL_COLUMNS,
+    **SOURCE_COLUMNS,
+    **MEASURED_COLUMNS,
+}
 
 # The columns that place a trajectory in its GRPO group. A trace without any of them (a serving
 # trace) is "ungrouped": consecutive rows are grouped when it is replayed (traces/README.md).
@@ -63,6 +72,25 @@ MIN_VALUES: dict[str, float] = {
     "consumed_version": -1,
     "consumed_s": 0.0,
     "staleness": -1,
+}
+
+# Upper bounds of numeric columns (values above are errors): physical limits, far above any
+# real run, that keep every value exact in int64 and float64 arithmetic. A prompt_id above its
+# bound is read as a text id.
+MAX_VALUES: dict[str, float] = {
+    "step": 1e9,
+    "prompt_id": 2**53,
+    "sample_index": 1e6,
+    "prompt_len": 1 << 24,
+    "response_len": 1 << 24,
+    "turns": 1e6,
+    "tool_latency_s": 1e7,
+    "gen_start_s": 1e12,
+    "gen_end_s": 1e12,
+    "weight_version": 1e9,
+    "consumed_version": 1e9,
+    "consumed_s": 1e12,
+    "staleness": 1e9,
 }
 
 # File formats, by extension.

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
 from laminar.errors import LaminarError
-from laminar.traces.presets import SynthParams, all_presets
+from laminar.traces.presets import PARAM_BOUNDS, SynthParams, all_presets
 
 
 def list_synth_presets() -> list[str]:
@@ -34,8 +35,53 @@ def preset_params(preset: str, overrides: Mapping[str, float] | None = None) -> 
                 f"unknown generator parameter {key!r} for preset {preset!r}; "
                 f"known: {', '.join(names)}"
             )
-    typed = {k: type(getattr(params, k))(v) for k, v in overrides.items()}
+    typed = {k: _checked_param(k, v, type(getattr(params, k))) for k, v in overrides.items()}
     return dataclasses.replace(params, **typed)
+
+
+def _checked_param(name: str, value: float, kind: type) -> float | int:
+    low, high = PARAM_BOUNDS[name]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise LaminarError(f"generator parameter {name}: must be a finite number (got {value!r})")
+    if not low <= value <= high:
+        raise LaminarError(
+            f"generator parameter {name}: {value:g} is outside {_fmt(low)}..{_fmt(high)}"
+        )
+    if kind is int and value != int(value):
+        raise LaminarError(f"generator parameter {name}: must be a whole number (got {value:g})")
+    return kind(value)
+
+
+def _fmt(x: float) -> str:
+    return f"{int(x):,}" if x == int(x) else f"{x:g}"
+
+
+# Bounds of the batch shape, as in the workload config section (laminar/config/workload.py).
+SHAPE_BOUNDS = {
+    "steps": (1, 1_000_000),
+    "prompts_per_step": (1, 1_000_000),
+    "samples_per_prompt": (1, 1024),
+    "max_prompt_len": (1, 1_048_576),
+    "max_response_len": (1, 1_048_576),
+}
+
+MAX_TRAJECTORIES = 50_000_000
+"""Most trajectories one synthetic trace may hold (a few GB of memory)."""
+
+
+def check_shape(**shape: int) -> None:
+    """:class:`LaminarError` naming the first argument outside :data:`SHAPE_BOUNDS`, or a
+    trace beyond :data:`MAX_TRAJECTORIES`."""
+    for name, value in shape.items():
+        low, high = SHAPE_BOUNDS[name]
+        if not low <= value <= high:
+            raise LaminarError(f"{name.replace('_', '-')} {value} is outside {low}..{high:,}")
+    total = shape["steps"] * shape["prompts_per_step"] * shape["samples_per_prompt"]
+    if total > MAX_TRAJECTORIES:
+        raise LaminarError(
+            f"steps x prompts-per-step x samples-per-prompt = {total:,} trajectories; at most "
+            f"{MAX_TRAJECTORIES:,}"
+        )
 
 
 def synthesize(
@@ -54,6 +100,13 @@ def synthesize(
     Rows are ordered by step, prompt, sample; ``prompt_id`` is unique over the trace
     (``step * prompts_per_step + p``). Same arguments and seed -> the same frame, bit for bit.
     """
+    check_shape(
+        steps=steps,
+        prompts_per_step=prompts_per_step,
+        samples_per_prompt=samples_per_prompt,
+        max_prompt_len=max_prompt_len,
+        max_response_len=max_response_len,
+    )
     p = preset_params(preset, overrides)
     groups = steps * prompts_per_step
     n = samples_per_prompt
@@ -118,7 +171,8 @@ def _tool_columns(
     p: SynthParams, rng: np.random.Generator, rel_len: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Turns (1 + tool calls) and mean tool latency per call (s; 0 without calls)."""
-    rate = p.tool_calls_mean * rel_len**p.tool_calls_length_exponent
+    # Capped: calls are cut at max_turns - 1 anyway, and Poisson rates past ~1e18 overflow.
+    rate = np.minimum(p.tool_calls_mean * rel_len**p.tool_calls_length_exponent, 1e9)
     calls = np.minimum(rng.poisson(rate), p.max_turns - 1)
     latency = p.tool_latency_median_s * np.exp(
         p.tool_latency_sigma * rng.standard_normal(len(rate))

@@ -7,6 +7,7 @@ Columns outside the schema are ignored, unless their name looks like a misspelle
 from __future__ import annotations
 
 import difflib
+import math
 
 import numpy as np
 import pandas as pd
@@ -17,6 +18,7 @@ from laminar.traces.schema import (
     ALL_COLUMNS,
     FINISH_REASONS,
     GROUP_COLUMNS,
+    MAX_VALUES,
     MIN_VALUES,
     NULLABLE_COLUMNS,
     REQUIRED_COLUMNS,
@@ -36,7 +38,9 @@ def validate_frame(
         _check_column_names(raw, path)
         frame = raw[[c for c in ALL_COLUMNS if c in raw.columns]]
     frame = frame.reset_index(drop=True)
-    out = {name: _coerce(frame[name], name, path) for name in frame.columns}
+    out = {name: _coerce(frame[name], name, path) for name in frame.columns if name != "prompt_id"}
+    if "prompt_id" in frame.columns:
+        out.update(_coerce_prompt_id(frame["prompt_id"], path))
     out = _fill_ungrouped(out, len(frame))
     if "finish_reason" not in out:  # foreign layouts only: derive it from the declared max
         out["finish_reason"] = _derived_finish(out["response_len"], max_response_len)
@@ -63,8 +67,9 @@ def _check_column_names(raw: pd.DataFrame, path: str) -> None:
 
 def _missing_message(col: str, present: list[str]) -> str:
     foreign = "; ".join(f"{lay.name}: {', '.join(lay.columns)}" for lay in LAYOUTS)
+    found = ", ".join(c[:40] for c in present[:12]) + (", ..." if len(present) > 12 else "")
     return (
-        f"missing column (found: {', '.join(present)}). A trace needs "
+        f"missing column (found: {found}). A trace needs "
         f"{', '.join(REQUIRED_COLUMNS)} (the first three may all be left out), "
         f"or a known serving layout ({foreign})"
     )
@@ -91,7 +96,9 @@ def _coerce(col: pd.Series, name: str, path: str) -> pd.Series:
     bad = num.isna().to_numpy() & ~missing
     if bad.any():
         row = _first_row(bad)
-        raise TraceError(path, f"not a number: {col.iloc[row - 1]!r}", row=row, column=name)
+        shown = repr(col.iloc[row - 1])
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise TraceError(path, f"not a number: {shown}", row=row, column=name)
     values = num.to_numpy(dtype="float64")
     finite = np.isfinite(values) | missing
     if not finite.all():
@@ -100,9 +107,39 @@ def _coerce(col: pd.Series, name: str, path: str) -> pd.Series:
     if low is not None and (below := (values < low) & ~missing).any():
         row = _first_row(below)
         raise TraceError(path, f"{values[row - 1]:g} is below {low:g}", row=row, column=name)
+    high = MAX_VALUES.get(name)
+    if high is not None and (above := (values > high) & ~missing).any():
+        row = _first_row(above)
+        raise TraceError(
+            path, f"{values[row - 1]:g} is above the bound {int(high):,}", row=row, column=name
+        )
     if kind == "int64":
         return _as_int(num, values, name, path)
     return pd.Series(values, dtype="float64")
+
+
+def _coerce_prompt_id(col: pd.Series, path: str) -> dict[str, pd.Series]:
+    """Integer ids as they are; any other id (hash, UUID, negative, huge) is text: numbered
+    in order of first appearance, the text kept in ``source_prompt_id``."""
+    missing = col.isna().to_numpy()
+    if missing.any():
+        raise TraceError(path, "missing value", row=_first_row(missing), column="prompt_id")
+    is_bool = col.map(lambda v: isinstance(v, bool | np.bool_)).to_numpy(dtype=bool)
+    num = pd.to_numeric(col, errors="coerce").to_numpy(dtype="float64")
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(num) & (num >= 0) & (num <= MAX_VALUES["prompt_id"])
+        ok &= num == np.round(num)
+    if ok.all() and not is_bool.any():
+        return {"prompt_id": _as_int(pd.to_numeric(col), num, "prompt_id", path)}
+    text = col.map(_id_text).astype("string").reset_index(drop=True)
+    codes, _ = pd.factorize(text)
+    return {"prompt_id": pd.Series(codes, dtype="int64"), "source_prompt_id": text}
+
+
+def _id_text(v: object) -> str:
+    if isinstance(v, float) and math.isfinite(v) and v == int(v):
+        return str(int(v))  # 3.0 from a JSON or Parquet float column is the id "3"
+    return str(v)
 
 
 def _as_int(num: pd.Series, values: np.ndarray, name: str, path: str) -> pd.Series:

@@ -20,14 +20,15 @@ A trace whose shape differs from the config is reshaped, never rejected (traces/
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from laminar.errors import ConfigError, LaminarError, TraceError
+from laminar.errors import ConfigError, LaminarError, LaminarWarning, TraceError
 from laminar.traces.io import read_trace
-from laminar.traces.schema import REQUIRED_COLUMNS, TOOL_COLUMNS
+from laminar.traces.schema import REQUIRED_COLUMNS, SOURCE_COLUMNS, TOOL_COLUMNS
 from laminar.traces.synth import preset_params, synthesize
 
 if TYPE_CHECKING:
@@ -64,6 +65,16 @@ def load_workload(cfg: LaminarConfig) -> pd.DataFrame:
             row=row,
             column="prompt_len",
         )
+    if len(trace[["step", "prompt_id"]].drop_duplicates()) == 1:
+        warnings.warn(
+            LaminarWarning(
+                f"{src.path}: the trace holds a single GRPO group ({len(trace)} sample(s)); "
+                "every group of the run replays its lengths"
+            ),
+            stacklevel=2,
+        )
+    if "source_prompt_id" not in trace:  # the run renumbers prompts; outputs keep the trace's
+        trace["source_prompt_id"] = trace["prompt_id"].astype("string")
     return reshape(trace, w.steps, w.prompts_per_step, w.samples_per_prompt)
 
 
@@ -81,7 +92,7 @@ def reshape(trace: pd.DataFrame, steps: int, prompts_per_step: int, n: int) -> p
         g = np.arange(total_groups) % len(starts)
         j = np.arange(n)
         rows = (starts[g][:, None] + j[None, :] % sizes[g][:, None]).ravel()
-    keep = [c for c in (*REQUIRED_COLUMNS, *TOOL_COLUMNS) if c in source.columns]
+    keep = [c for c in (*REQUIRED_COLUMNS, *TOOL_COLUMNS, *SOURCE_COLUMNS) if c in source.columns]
     out = source[keep].iloc[rows].reset_index(drop=True)
     out["step"] = np.repeat(np.arange(steps, dtype="int64"), prompts_per_step * n)
     out["prompt_id"] = np.repeat(np.arange(total_groups, dtype="int64"), n)

@@ -26,7 +26,8 @@ def _with_measured(df: pd.DataFrame) -> pd.DataFrame:
     out["consumed_version"] = out["weight_version"] + 1
     out["consumed_s"] = np.where(np.arange(n) % 3 == 0, np.nan, 0.1 + 2.0**-40 * np.arange(n))
     out["staleness"] = out["consumed_version"] - out["weight_version"]
-    return out
+    out["source_prompt_id"] = pd.array([f"id-{p:x}" for p in df["prompt_id"]], dtype="string")
+    return out[[c for c in ALL_COLUMNS if c in out]]
 
 
 @pytest.mark.parametrize("chain", [("csv", "parquet", "jsonl", "csv"), ("jsonl", "parquet")])

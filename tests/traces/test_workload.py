@@ -62,7 +62,10 @@ def test_trace_with_the_config_shape_is_replayed_as_is(tmp_path):
     write_trace(df, tmp_path / "t.parquet")
     cfg = _cfg(steps=2, prompts_per_step=3, samples_per_prompt=4)
     cfg.workload.source = {"type": "trace", "path": str(tmp_path / "t.parquet")}
-    pd.testing.assert_frame_equal(load_workload(cfg), df)
+    out = load_workload(cfg)
+    # The trace's own prompt ids travel along (the run renumbers its prompts).
+    assert (out.pop("source_prompt_id") == df["prompt_id"].astype(str)).all()
+    pd.testing.assert_frame_equal(out, df)
 
 
 def test_trace_steps_cycle_and_groups_are_cut_or_repeated(tmp_path):

@@ -52,8 +52,8 @@ class Transport(ABC):
     name: str = ""
 
     @abstractmethod
-    async def listen(self, host: str, handler: LinkHandler) -> int:
-        """Serve each incoming link with ``handler``; return the port."""
+    async def listen(self, host: str, handler: LinkHandler, port: int = 0) -> int:
+        """Serve each incoming link with ``handler`` (on ``port``, 0: any); return the port."""
 
     @abstractmethod
     async def connect(self, host: str, port: int) -> Link:
@@ -137,11 +137,11 @@ class PacedTransport(Transport):
         self.inner, self.bytes_per_s = inner, bytes_per_s
         self.name = inner.name
 
-    async def listen(self, host: str, handler: LinkHandler) -> int:
+    async def listen(self, host: str, handler: LinkHandler, port: int = 0) -> int:
         async def paced(link: Link) -> None:
             await handler(PacedLink(link, self.bytes_per_s))
 
-        return await self.inner.listen(host, paced)
+        return await self.inner.listen(host, paced, port)
 
     async def connect(self, host: str, port: int) -> Link:
         return PacedLink(await self.inner.connect(host, port), self.bytes_per_s)
@@ -210,10 +210,10 @@ class TcpTransport(Transport):
         self._accept_task: asyncio.Task | None = None
         self._handlers: set[asyncio.Task] = set()
 
-    async def listen(self, host: str, handler: LinkHandler) -> int:
+    async def listen(self, host: str, handler: LinkHandler, port: int = 0) -> int:
         srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        srv.bind((host, 0))
+        srv.bind((host, port))
         srv.listen(128)
         srv.setblocking(False)
         self._server = srv

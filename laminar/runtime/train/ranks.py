@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,7 @@ class TrainerRank:
 
         from laminar.runtime import tinymodel
         from laminar.runtime.codec import make_codec
+        from laminar.runtime.train.export import export_entries
 
         rt = self.cfg.runtime
         torch.manual_seed(self.cfg.seed)
@@ -115,6 +117,7 @@ class TrainerRank:
             "stop_ids": list(self.codec.stop_ids),
             "dtype": self.export_dtype or "float32",
             "params": sum(p.numel() for p in self.model.parameters()),
+            "weight_bytes": sum(e.nbytes for e in export_entries(self.model, self.export_dtype)),
         }
 
     def prepare(self) -> dict:
@@ -146,6 +149,7 @@ class TrainerRank:
         import torch
 
         trajs, advantages = data
+        cpu0 = time.process_time()
         g = self.cfg.runtime.grpo
         denom = max(1, sum(len(t.tokens) for t in trajs))
         self.model.train()
@@ -160,6 +164,7 @@ class TrainerRank:
         self.model.eval()
         full = getattr(norm, "full_tensor", None)
         totals["grad_norm"] = float(full() if full else norm)  # global: the same on every rank
+        totals["train_cpu_s"] = time.process_time() - cpu0
         return totals
 
     def _micro_step(self, trajs: list, advantages: list[float], denom: int) -> dict:
