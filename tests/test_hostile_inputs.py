@@ -158,7 +158,7 @@ def test_a_discriminated_section_is_named_by_its_key_path(capsys):
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["runtime.kill_trainer_at_step=1"], "checkpoint_every"),
+        (["runtime.kill_trainer_at_step=1", "runtime.checkpoint_every=0"], "checkpoint_every"),
         (["runtime.kill_trainer_at_step=0", "runtime.checkpoint_every=3"], "checkpoint_every"),
         (["runtime.kill_rollout_at_step=1", "runtime.rollouts=1"], "at least 2 rollouts"),
         (["runtime.kill_rollout_at_step=5", "workload.steps=3"], "never happens"),

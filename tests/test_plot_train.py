@@ -34,7 +34,7 @@ from laminar.rundir import MARKER
 from .train_rundir import trainer_step_keys, write_train_run
 
 PNG = b"\x89PNG\r\n\x1a\n"
-FIGURES = ["throughput", "reward", "staleness", "kv_util", "timeline"]
+FIGURES = ["throughput", "reward", "staleness", "kv_util", "timeline", "faults"]
 
 
 @pytest.fixture(scope="module")
@@ -205,3 +205,26 @@ def test_a_failure_while_drawing_leaves_out_as_it_was(runs, tmp_path, monkeypatc
     with pytest.raises(RuntimeError, match="drawing failed"):
         main(["plot", str(runs["laminar"]), "--out", str(out), "--force"])
     assert [p.name for p in out.iterdir()] == ["notes.txt"]  # throughput.png was drawn first
+
+
+def test_faults_are_marked_on_the_throughput_timeline(runs, tmp_path):
+    import json
+
+    from laminar.plotting import train_faults_figure
+
+    run_dir = _copy(runs["laminar"], tmp_path)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    start = summary.get("setup_s") or 0.0
+    summary["faults"] = [
+        {"kind": "kill-machine", "target": "node-1", "at_s": start + 0.5, "detection_s": 0.2,
+         "recovery_s": 0.3},
+        {"kind": "kill-relay", "at_s": start + 0.1, "skipped": "one machine"},
+    ]  # fmt: skip
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    fig = train_faults_figure(load_train_run(run_dir))
+    ax = fig.axes[0]
+    names = [t.get_text() for t in ax.texts]
+    assert names == ["kill-machine node-1"]  # the skipped one is not drawn
+    shaded = [p for p in ax.patches if abs(p.get_x() - 0.5) < 1e-9]
+    assert shaded and abs(shaded[0].get_width() - 0.5) < 1e-9  # detection + recovery
+    assert max(ax.lines[0].get_ydata()) > 0  # generated tokens/s drawn

@@ -15,6 +15,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.set_defaults(func=_show)
     presets = cmds.add_parser("presets", help="list the shipped presets")
     presets.set_defaults(func=_presets)
+    models = cmds.add_parser("models", help="list the model catalog with derived facts")
+    models.set_defaults(func=_models)
+    hardware = cmds.add_parser("hardware", help="list the GPU catalog with its main facts")
+    hardware.set_defaults(func=_hardware)
+    fit = cmds.add_parser("fit", help="check a config against GPU memory (exit 2: it does not)")
+    add_config_args(fit)
+    fit.set_defaults(func=_fit)
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -29,4 +36,45 @@ def _presets(args: argparse.Namespace) -> int:
 
     for name in list_presets():
         print(name)
+    return 0
+
+
+def _models(args: argparse.Namespace) -> int:
+    from laminar.specs.model import catalog_names, catalog_spec, describe
+
+    for name in catalog_names():
+        print(describe(catalog_spec(name)))
+    return 0
+
+
+def _hardware(args: argparse.Namespace) -> int:
+    from laminar.specs.hardware import catalog_hardware, hardware_names
+
+    for name in hardware_names():
+        hw = catalog_hardware(name)
+        fp8 = f"{hw['fp8_flops'] / 1e12:,.0f}" if hw["fp8_flops"] else "-"
+        print(
+            f"{name}: {hw['gpu_memory_bytes'] / 1e9:.0f} GB at {hw['hbm_bytes_per_s'] / 1e12:.2f} "
+            f"TB/s, BF16 {hw['bf16_flops'] / 1e12:,.0f} / FP8 {fp8} TFLOP/s dense, NVLink "
+            f"{hw['nvlink_bytes_per_s'] / 1e9:.0f} GB/s x {hw['nvlink_domain_gpus']:.0f} GPUs, "
+            f"{hw['nics_per_machine']:.0f} NICs x {hw['nic_bytes_per_s'] * 8 / 1e9:.0f} Gb/s"
+        )
+    return 0
+
+
+def _fit(args: argparse.Namespace) -> int:
+    from laminar.sim.registry import resolve_systems
+    from laminar.specs.memory import require_fit
+
+    cfg = config_from_args(args)
+    colocated = {s.colocated for s in resolve_systems(cfg.sim.systems)}
+    for together in sorted(colocated):  # colocated systems train on every GPU
+        r = require_fit(cfg, trainer_gpus=cfg.cluster.gpus if together else None)
+        print(
+            f"fits{' (colocated)' if together else ''}: trainer "
+            f"{r.trainer_bytes_per_gpu / 1e9:.1f} GB per GPU on {r.trainer_gpus} GPUs "
+            f"(at least {r.min_trainer_gpus} needed), rollout "
+            f"{r.rollout_bytes_per_gpu / 1e9:.1f} GB per GPU (a replica needs at least "
+            f"{r.min_replica_gpus} GPUs), of {r.gpu_bytes / 1e9:.1f} GB"
+        )
     return 0

@@ -23,12 +23,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="comma-separated systems to compare on the same workload (shorthand for "
         "--set sim.systems=[...]; 'all' for every one)",
     )
+    p.add_argument(
+        "--cost",
+        metavar="FILE",
+        help="cost file (shorthand for --set sim.cost_file=FILE); one written by `laminar "
+        "calibrate` makes CONFIG (a `laminar train` config or a train run's config.yaml) "
+        "simulate the job it trains (sim.setting auto)",
+    )
     add_out_args(p, "runs/simulate-<time>")
     p.set_defaults(func=_simulate)
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    cfg = config_from_args(args, [systems_override(args.systems)] if args.systems else [])
+    extra = [systems_override(args.systems)] if args.systems else []
+    if args.cost:
+        extra.append(f"sim.cost_file={args.cost}")
+    cfg = config_from_args(args, extra)
     return run_and_write(cfg, out_target(args, "simulate"))
 
 

@@ -13,6 +13,8 @@ from laminar.cli.common import (
 )
 
 DEFAULT_PRESET = "tiny-cpu"
+EXIT_LEDGER = 3  # the run finished but its ledger does not balance
+EXIT_TERMINATED = 143  # SIGTERM (128 + 15), like a process killed by it
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,7 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "train",
         help="train for real on Ray: vLLM rollouts, GRPO trainer, repack (tiny model on CPU)",
         description="Run RL training end to end. Without CONFIG or --preset, runs the "
-        f"'{DEFAULT_PRESET}' preset (a tiny model on CPU, nothing downloaded).",
+        f"'{DEFAULT_PRESET}' preset (a tiny model on CPU, nothing downloaded). The run directory "
+        "grows as the run goes (steps, faults, checkpoints): an interrupted run goes on with "
+        "--resume.",
     )
     add_config_args(p)
     p.add_argument("--mode", choices=("laminar", "sync"), help="laminar (default) or sync")
@@ -29,51 +33,138 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_out_args(p, "runs/train-<mode>-<time>")
     p.add_argument("--address", help="join this Ray cluster (default: start Ray locally)")
+    p.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="KIND@WHEN",
+        help="inject a fault (repeatable): KIND one of kill-rollout, kill-engine, kill-machine, "
+        "kill-relay, kill-trainer (KIND:TARGET picks e.g. rollout r1); WHEN a trainer step "
+        "(@5: right after step 5) or seconds into training (@90s)",
+    )
+    p.add_argument(
+        "--resume",
+        metavar="RUN_DIR",
+        help="continue an interrupted run from its newest checkpoint, to --steps (default: the "
+        "run's own workload.steps); its config is reused, --set/--fault add to it",
+    )
     p.add_argument("--verbose", action="store_true", help="show Ray and vLLM logs")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_train)
 
 
-def _train(args: argparse.Namespace) -> int:
-    import json
+class Terminated(BaseException):
+    """SIGTERM reached the driver: stop like Ctrl-C (engines stopped, run directory kept)."""
 
-    from laminar.rundir import staged_output
 
-    if args.config is None and args.preset is None:
-        args.preset = DEFAULT_PRESET
+def _config(args: argparse.Namespace):
+    """The run's config and, with --resume, the state it continues from."""
+    from laminar.config import load_config
+    from laminar.config.runtime_faults import parse_fault
+    from laminar.errors import ConfigError
+
+    for text in args.fault:  # checked before anything starts or is written
+        try:
+            parse_fault(text)
+        except ValueError as e:
+            raise ConfigError("--fault", text, str(e)) from None
     for flag, key in (("mode", "runtime.mode"), ("steps", "workload.steps")):
         if getattr(args, flag) is not None:
             args.overrides.append(f"{key}={getattr(args, flag)}")
     if args.address:
         args.overrides.append(f"runtime.address={args.address}")
-    cfg = config_from_args(args)
-    target = out_target(args, f"train-{cfg.runtime.mode}")  # before Ray, engines, torch
-    from laminar.runtime.driver import train
-    from laminar.runtime.outputs import write_run_dir
+    state = None
+    if args.resume:
+        from pathlib import Path
 
-    bar = _progress(cfg.workload.steps, disabled=args.no_progress)
-    with staged_output(target) as stage:
-        try:
-            result = train(
-                cfg, on_step=bar.update_step, verbose=args.verbose, model_out=str(stage / "model")
+        from laminar.runtime.resume import load_resume
+
+        if args.config or args.preset or args.out:
+            raise ConfigError(
+                "--resume", "", "takes its config and directory from the run (no CONFIG, "
+                "--preset or --out)"
             )
-        finally:
-            bar.close()
-        summary = write_run_dir(cfg, result, stage)
+        _, state = load_resume(args.resume)
+        cfg = load_config(Path(args.resume) / "config.yaml", overrides=args.overrides)
+    else:
+        if args.config is None and args.preset is None:
+            args.preset = DEFAULT_PRESET
+        cfg = config_from_args(args)
+    cfg.runtime.faults.inject = [*cfg.runtime.faults.inject, *args.fault]
+    steps = cfg.workload.steps
+    for text in args.fault:
+        at = parse_fault(text).step
+        if at is not None and at >= steps:
+            raise ConfigError(
+                "--fault", text, f"never happens: the run has {steps} steps (0..{steps - 1})"
+            )
+    return cfg, state
+
+
+def _train(args: argparse.Namespace) -> int:
+    import json
+    import signal
+    import sys
+
+    from laminar.runtime.resume import RunLog
+
+    cfg, state = _config(args)
+    from laminar.runtime.inputs import check_inputs
+
+    check_inputs(cfg)  # a bad model directory or task file: before any output exists
+    if state is None:  # --out's rules (a foreign directory is refused) before any work
+        log = RunLog.create(out_target(args, f"train-{cfg.runtime.mode}"), cfg)
+    else:
+        log = RunLog.reopen(args.resume, cfg)
+    from laminar.runtime.driver import train  # Ray, torch: only once the output is sure
+    from laminar.runtime.outputs import ledger_problems, write_run_dir
+    out = str(log.out)
+    done = len(state.steps) if state is not None else 0
+    bar = _progress(cfg.workload.steps, done, disabled=args.no_progress)
+
+    def on_term(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough; teardown must finish
+        raise Terminated
+
+    old = signal.signal(signal.SIGTERM, on_term)
+    try:
+        result = train(
+            cfg,
+            on_step=bar.update_step,
+            verbose=args.verbose,
+            model_out=str(log.out / "model"),
+            log=log,
+            resume=state,
+        )
+    except (Terminated, KeyboardInterrupt) as e:
+        bar.close()
+        why = "terminated" if isinstance(e, Terminated) else "interrupted"
+        print(f"laminar train: {why}; go on with: laminar train --resume {out}", file=sys.stderr)
+        return EXIT_TERMINATED if isinstance(e, Terminated) else 130
+    finally:
+        bar.close()
+        signal.signal(signal.SIGTERM, old)
+    summary = write_run_dir(cfg, result, log.out)
+    log.mark()
     keys = ("mode", "steps", "wall_s", "train_tokens_per_s", "gen_tokens_per_s", "reward_first")
     keys += ("reward_last", "staleness_mean", "staleness_max", "trajectories_lost")
+    keys += ("trajectories_duplicated",)
     print(json.dumps({k: summary[k] for k in keys}, indent=2))
-    print(f"run directory: {target.path}")
+    print(f"run directory: {out}")
+    problems = ledger_problems(summary)
+    if problems:
+        print(f"laminar train: error: the ledger does not balance: {problems}", file=sys.stderr)
+        return EXIT_LEDGER
     return 0
 
 
 class _Bar:
     """Trainer steps; created at the first step so its rate excludes start-up and warm-up."""
 
-    def __init__(self, total: int, disabled: bool):
+    def __init__(self, total: int, done: int, disabled: bool):
         import sys
 
-        self.total, self.disabled, self.tqdm = total, disabled, None
+        self.total, self.done, self.disabled, self.tqdm = total, done, disabled, None
         if not disabled:
             print("laminar train: starting Ray, engines and warm-up ...", file=sys.stderr)
 
@@ -81,7 +172,10 @@ class _Bar:
         if self.tqdm is None:
             from tqdm import tqdm
 
-            self.tqdm = tqdm(total=self.total, unit="step", disable=self.disabled, desc="train")
+            self.tqdm = tqdm(
+                total=self.total, initial=self.done, unit="step", disable=self.disabled
+            )
+            self.tqdm.set_description("train")
         self.tqdm.set_postfix(
             reward=f"{m['reward_mean']:.3f}", stale=f"{m['staleness_mean']:.2f}", refresh=False
         )
@@ -90,7 +184,8 @@ class _Bar:
     def close(self) -> None:
         if self.tqdm is not None:
             self.tqdm.close()
+            self.tqdm = None
 
 
-def _progress(total: int, disabled: bool) -> _Bar:
-    return _Bar(total, disabled)
+def _progress(total: int, done: int, disabled: bool) -> _Bar:
+    return _Bar(total, done, disabled)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -23,7 +23,13 @@ class ClusterConfig(Section):
     Rounded to whole machines. Colocated systems (verl) ignore it."""
 
     hardware: str = Field("h800", min_length=1, max_length=64)
-    """Hardware preset name for the cost model (e.g. ``h800``); 1..64 characters."""
+    """GPU type from the hardware catalog (``a100-80g``, ``h100-sxm``, ``h800``, ``h20``,
+    ``h200``, ``b200``, ``mi300x``; ``laminar/data/hardware.json``); 1..64 characters."""
+
+    hardware_spec: dict[str, float | str] = Field(default_factory=dict, max_length=64)
+    """Facts put over the ``hardware`` entry for this run, name -> value in the fact's unit
+    (e.g. ``{gpu_memory_bytes: 96e9, hbm_bytes_per_s: 4.0e12}``; names in
+    ``laminar/data/hardware.json``, plus ``arch``); at most 64 entries. Empty: the catalog's."""
 
     @model_validator(mode="after")
     def _whole_machines(self) -> ClusterConfig:
@@ -39,11 +45,35 @@ class ModelConfig(Section):
     """The policy model being trained."""
 
     name: str = Field("qwen2.5-7b", min_length=1, max_length=128)
-    """Model preset name for the cost model (``qwen2.5-7b``, ``qwen2.5-32b``, ``qwen2.5-72b``) or
-    a runtime model (``tiny-llama``); 1..128 characters."""
+    """Model from the catalog (``laminar/data/models/``: ``qwen2.5-7b``, ``qwen3-30b-a3b``,
+    ``deepseek-v3``, ...), a label for ``hf_config``/``spec``, or a runtime model
+    (``tiny-llama``); 1..128 characters."""
+
+    hf_config: str = Field("", max_length=4096)
+    """Path of a Hugging Face ``config.json`` to simulate instead of a catalog model, relative
+    to the working directory (0..4096 characters); empty: the catalog's ``name``."""
+
+    spec: dict[str, Any] | None = Field(None, max_length=256)
+    """Inline ``config.json`` keys (``hidden_size``, ``num_hidden_layers``, ...; at most 256);
+    wins over ``hf_config`` and ``name``. None: not used."""
 
     rollout_tp: int = Field(1, ge=1, le=64)
-    """Tensor-parallel degree of one rollout replica (GPUs per replica, 1..64)."""
+    """Tensor-parallel degree of one rollout replica (GPUs, 1..64)."""
+
+    rollout_ep: int = Field(1, ge=1, le=512)
+    """Expert-parallel degree of one rollout replica of a MoE model (1..512): a replica spans
+    rollout_tp x rollout_ep GPUs, routed experts split over all of them, attention data-parallel
+    over the EP groups; tokens reach their experts by all-to-all. 1 for dense models."""
+
+    rollout_quant: Literal["none", "fp8"] = "none"
+    """Rollout weight quantization: ``none`` (``dtype``) or ``fp8`` (1 byte a weight, FP8 tensor
+    cores where the GPU has them; KV stays in ``dtype``). The trainer stays in ``dtype``."""
 
     dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
     """Weight and KV-cache dtype (one of bfloat16, float16, float32)."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelConfig:
+        if self.spec is not None and not self.spec:
+            raise ValueError("model.spec is empty; give config.json keys or leave it out")
+        return self

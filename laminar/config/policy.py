@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from laminar.config.base import Section
+
+# Chosen from measurements (benchmarks/bench_repack_tail.py; benchmarks/RESULTS.md, "Repack
+# without slower tails"): the largest bound that keeps long-tail latency within 10% of repack off.
+SLOWDOWN_DEFAULT = 1.15
 
 
 class RepackConfig(Section):
@@ -19,6 +23,21 @@ class RepackConfig(Section):
     """Seconds between periodic repack checks (0.01..3600: checks faster than a decode step
     find nothing new and would flood the simulator with events); one also runs after each
     update."""
+
+    max_step_slowdown: float = Field(SLOWDOWN_DEFAULT, ge=0.0, le=1000.0)
+    """§8.4, repack without slower tails: a destination takes a source only while its decode
+    step after the merge stays within this multiple of its fastest step (one sequence, empty
+    KV cache), by the engine's step-cost model (ratio, 0 or 1..1000; 0: unbounded, only KV
+    capacity and B limit a destination). The simulator uses its cost model; the runtime uses
+    ``sim.cost_file`` when one is given (e.g. from ``laminar calibrate``), else no step bound.
+    The default is measured: ``benchmarks/bench_repack_tail.py``, benchmarks/RESULTS.md."""
+
+    @field_validator("max_step_slowdown")
+    @classmethod
+    def _zero_or_at_least_one(cls, v: float) -> float:
+        if 0 < v < 1:
+            raise ValueError("must be 0 (unbounded) or at least 1 (a step is never faster)")
+        return v
 
 
 class RelayConfig(Section):

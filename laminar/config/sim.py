@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
@@ -43,14 +43,28 @@ class SimConfig(Section):
     trainer is the bottleneck it keeps the rollouts from running arbitrarily far ahead; when
     generation is, it never binds."""
 
-    warmup_steps: int = Field(0, ge=0, le=1_000_000)
+    train_micro_batch_tokens: int = Field(0, ge=0, le=10_000_000)
+    """Tokens in one trainer micro-batch, for the memory check's activations (tokens, 0..1e7);
+    0: one longest trajectory (max_prompt_len + max_response_len), the least a trainer that
+    does not split sequences can use."""
+
+    warmup_steps: Annotated[int, Field(ge=0, le=1_000_000)] | Literal["auto"] = "auto"
     """Trainer steps left out of the summary's rates, as the paper averages after a warm-up
-    (§8: ten warm-up iterations) (count, 0..1e6; must be < workload.steps)."""
+    (§8: ten warm-up iterations) (count, 0..1e6, below workload.steps; ``auto``: the first
+    quarter of workload.steps, rounded down). The summary says whether the figures after it are
+    steady (``laminar.sim.steady``)."""
 
     cost_file: str = Field("", max_length=4096)
     """JSON file of cost-model coefficients (as written to ``cost_model.json`` in a run
     directory) to use instead of the hardware/model presets; empty: derive from the presets
     (0..4096 characters)."""
+
+    setting: Literal["auto", "cluster", "runtime"] = "auto"
+    """What the config describes: ``cluster`` (GPUs, ``cluster``/``model`` presets),
+    ``runtime`` (the job ``laminar train`` runs with this config: ``runtime.rollouts`` replicas
+    on their cores, the trainer on its cores, ``runtime.max_batch``, the prompt pool's flow
+    control, ``runtime.mode``; see ``laminar/sim/local.py``), or ``auto``: ``runtime`` when
+    ``cost_file`` was written by ``laminar calibrate``, else ``cluster``."""
 
     replica_series: bool = True
     """Record the per-replica time series (KV use, batch size) in ``replicas.parquet``

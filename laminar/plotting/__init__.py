@@ -18,6 +18,7 @@ lives.
 """
 
 from laminar.plotting.common import COLORS, RunDirError, color, save_figure
+from laminar.plotting.plan import load_plan, pareto_figure, split_figure
 from laminar.plotting.rundirs import plot_runs, run_kind
 from laminar.plotting.sim import (
     Run,
@@ -38,6 +39,7 @@ from laminar.plotting.train import (
     kv_table,
     load_train_run,
     step_table,
+    train_faults_figure,
     train_kv_figure,
     train_reward_figure,
     train_staleness_figure,
@@ -56,19 +58,23 @@ __all__ = [
     "kv_figure",
     "kv_over_time",
     "kv_table",
+    "load_plan",
     "load_run",
     "load_train_run",
+    "pareto_figure",
     "plot_run",
     "plot_runs",
     "run_kind",
     "save_figure",
     "scaling_figure",
+    "split_figure",
     "staleness_figure",
     "staleness_table",
     "step_table",
     "throughput_figure",
     "throughput_over_time",
     "timeline_figure",
+    "train_faults_figure",
     "train_kv_figure",
     "train_reward_figure",
     "train_staleness_figure",

@@ -35,13 +35,14 @@ TRAIN_FILES = {
     "steps.csv": ("step", "tokens", "wait_s", "train_s", "publish_s", "reward_mean"),
     "trajectories.parquet": (
         "step", "replica_id", "gen_start_s", "gen_end_s", "weight_version", "consumed_version",
-        "consumed_s", "staleness",
+        "consumed_s", "staleness", "response_len",
     ),
     "events.csv": ("kind", "at_s", "src"),
     "kv.csv": ("at_s", "replica_id", "kv_usage"),
 }  # fmt: skip
 
 EVENT_STYLE = {"repack": ("#ff7f0e", "--"), "recovery": ("#d62728", "-")}
+FAULT_COLOR = "#000000"
 # Replica colours on the timeline: tab10 without the events' orange and red.
 REPLICA_COLORS = ("#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 
@@ -250,6 +251,7 @@ def train_timeline_figure(runs: TrainRun | Sequence[TrainRun]):
         for t_s in taken.groupby("step")["consumed_s"].max() - run.start_s:
             ax.axvline(t_s, color="grey", linewidth=0.6, alpha=0.5)
         _mark_events(ax, run)
+        _mark_faults(ax, run)
         ax.set_title(f"{label}: trajectories by generation start", fontsize=10, loc="left")
         ax.set_ylabel("trajectory")
         if ax.get_legend_handles_labels()[0]:
@@ -283,6 +285,57 @@ def _mark_events(ax, run: TrainRun) -> None:
                 ax.annotate(f"{e['src']} lost", (e["at_s"] - run.start_s, 0), color=c, fontsize=8)
 
 
+def _mark_faults(ax, run: TrainRun) -> None:
+    """Injected faults and deaths (``summary.json``'s ``faults``): a line when it happened,
+    its detection and recovery shaded (paper Fig. 15)."""
+    for i, f in enumerate(run.summary.get("faults") or []):
+        if "skipped" in f or f.get("at_s") is None:
+            continue
+        at = float(f["at_s"]) - run.start_s
+        ax.axvline(at, color=FAULT_COLOR, linewidth=1.4, label="fault" if i == 0 else None)
+        end = at + float(f.get("detection_s") or 0.0) + float(f.get("recovery_s") or 0.0)
+        ax.axvspan(at, max(end, at), color=FAULT_COLOR, alpha=0.12, linewidth=0)
+        name = f"{f['kind']} {f.get('target', '')}".strip()
+        ax.annotate(name, (at, 1.0), xycoords=("data", "axes fraction"), fontsize=7,
+                    rotation=90, va="top", ha="right")  # fmt: skip
+
+
+def gen_throughput_table(run: TrainRun, bin_s: float = 0.0) -> pd.DataFrame:
+    """Generated tokens per second over time (``t_s``, since training started): finished
+    trajectories' response tokens binned by when they finished (``bin_s``: 0 picks ~60 bins)."""
+    t = run.trajectories.dropna(subset=["gen_end_s"])
+    if t.empty:
+        return pd.DataFrame({"t_s": [], "tokens_per_s": []})
+    end = t["gen_end_s"].to_numpy(dtype=float) - run.start_s
+    lo, hi = min(0.0, end.min()), end.max()
+    bin_s = bin_s or max((hi - lo) / 60, 0.25)
+    edges = np.arange(lo, hi + bin_s, bin_s)
+    tokens, _ = np.histogram(end, bins=edges, weights=t["response_len"].to_numpy(dtype=float))
+    return pd.DataFrame({"t_s": edges[:-1] + bin_s / 2, "tokens_per_s": tokens / bin_s})
+
+
+def train_faults_figure(runs: TrainRun | Sequence[TrainRun]):
+    """Throughput over time around faults (paper Fig. 15): generated tokens/s (finished
+    trajectories) and trained tokens/s (per step, at its end), faults marked and their
+    detection + recovery shaded; one panel per run."""
+    each = list(_each(runs))
+    fig, axes = new_figure(1, len(each), width=9.0, height=3.0)
+    for ax, (run, label, c) in zip(axes[:, 0], each, strict=True):
+        gen = gen_throughput_table(run)
+        ax.plot(gen["t_s"], gen["tokens_per_s"], color=c, label="generated tokens/s")
+        steps = _steps(run)
+        ax.plot(steps["end_s"], steps["tokens_per_s"], color="grey", marker=".",
+                linewidth=0.8, label="trained tokens/s (per step)")  # fmt: skip
+        _mark_faults(ax, run)
+        ax.set_title(f"{label}: throughput around faults", fontsize=10, loc="left")
+        ax.set_ylabel("tokens / s")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+    axes[-1][0].set_xlabel("time since training started (s); shaded: detection + recovery")
+    return fig
+
+
 def train_figures(runs: Sequence[TrainRun], out: Path) -> list[Path]:
     """Draw every figure of one or several training runs as PNG files into ``out``."""
     return [
@@ -291,4 +344,5 @@ def train_figures(runs: Sequence[TrainRun], out: Path) -> list[Path]:
         save_figure(train_staleness_figure(runs), out / "staleness.png"),
         save_figure(train_kv_figure(runs), out / "kv_util.png"),
         save_figure(train_timeline_figure(runs), out / "timeline.png"),
+        save_figure(train_faults_figure(runs), out / "faults.png"),
     ]

@@ -13,7 +13,14 @@ from laminar.policy.relay import (
     plan_chain,
     rebuild_chain,
 )
-from laminar.policy.repack import Move, ReplicaState, TrajectoryState, is_candidate, plan_repack
+from laminar.policy.repack import (
+    Move,
+    ReplicaState,
+    StepCost,
+    TrajectoryState,
+    is_candidate,
+    plan_repack,
+)
 from laminar.policy.staleness import StalenessBound, StalenessTracker, staleness
 
 __all__ = [
@@ -22,6 +29,7 @@ __all__ = [
     "ReplicaState",
     "StalenessBound",
     "StalenessTracker",
+    "StepCost",
     "TrajectoryState",
     "broadcast_time",
     "choose_master",

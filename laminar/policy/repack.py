@@ -13,6 +13,11 @@ Contract (property tests in ``tests/policy/test_repack.py`` assert each line):
 - sources are taken smallest KV footprint first (ties: replica id) and move *whole* to the
   candidate of the same group that is fullest after the merge while staying within
   ``kv_capacity_tokens`` and ``max_batch`` (best fit; ties: replica id);
+- §8.4, repack must not lengthen generation: when a destination's snapshot carries its decode
+  step cost (``step_cost``), its step after the merge stays within ``max_step_slowdown`` times
+  its fastest step (one sequence, empty cache). A decode step reads every cached token, so a
+  destination packed to its KV capacity steps several times slower than one decoding a few
+  stragglers, and every trajectory on it finishes that much later;
 - a source that fits nowhere is left alone; a replica that received trajectories is not a source
   afterwards; a replica that was emptied receives nothing; a destination may receive several
   sources;
@@ -26,6 +31,7 @@ every later (larger) source and is dropped for good, which keeps the scan short 
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Sequence
@@ -41,11 +47,35 @@ class TrajectoryState:
 
 
 @dataclass(frozen=True, slots=True)
+class StepCost:
+    """A replica's decode step cost, t(b, kv) = base_s + b·per_seq_s + kv·per_kv_token_s.
+
+    The engine's own model of it (the simulator's cost model, a calibrated cost file): repack
+    asks it how much slower a destination steps once it holds more sequences and KV.
+    """
+
+    base_s: float
+    per_seq_s: float
+    per_kv_token_s: float
+
+    def __post_init__(self) -> None:
+        terms = (self.base_s, self.per_seq_s, self.per_kv_token_s)
+        if not all(math.isfinite(x) and x >= 0 for x in terms) or self.step_s(1, 0) <= 0:
+            raise ValueError(f"step cost terms must be finite, >= 0, and a step > 0: {terms}")
+
+    def step_s(self, batch: int, kv_tokens: int) -> float:
+        """Seconds of one decode step of ``batch`` sequences holding ``kv_tokens``."""
+        return self.base_s + batch * self.per_seq_s + kv_tokens * self.per_kv_token_s
+
+
+@dataclass(frozen=True, slots=True)
 class ReplicaState:
     """A snapshot of one rollout replica, as the rollout manager sees it at a repack check.
 
     ``trajectories`` are its unfinished ones (running and waiting); ``kv_used_prev_tokens`` is its
     KV use at the previous check, so a falling KV use can be told from a full, busy replica.
+    ``step_cost`` (None: unknown) and ``max_step_slowdown`` bound what it may receive (§8.4):
+    its decode step after a merge stays within ``max_step_slowdown`` × ``step_cost.step_s(1, 0)``.
     """
 
     replica_id: str
@@ -55,6 +85,26 @@ class ReplicaState:
     kv_used_prev_tokens: int
     max_batch: int
     trajectories: tuple[TrajectoryState, ...] = ()
+    step_cost: StepCost | None = None
+    max_step_slowdown: float = math.inf
+
+    def __post_init__(self) -> None:
+        if not self.max_step_slowdown >= 1:
+            raise ValueError(f"max_step_slowdown must be >= 1 (got {self.max_step_slowdown})")
+
+    @property
+    def max_step_s(self) -> float:
+        """The slowest decode step it may reach by receiving trajectories (inf: unbounded)."""
+        if self.step_cost is None or math.isinf(self.max_step_slowdown):
+            return math.inf
+        return self.max_step_slowdown * self.step_cost.step_s(1, 0)
+
+    def fits(self, load_tokens: int, count: int) -> bool:
+        """Whether it may hold ``count`` trajectories in ``load_tokens`` of KV after a merge."""
+        if load_tokens > self.kv_capacity_tokens or count > self.max_batch:
+            return False
+        cost = self.step_cost
+        return cost is None or cost.step_s(count, load_tokens) <= self.max_step_s
 
     @property
     def footprint_tokens(self) -> int:
@@ -164,7 +214,8 @@ class _Destinations:
         slot.listed = True
 
     def best_fit(self, src: _Slot, fp: int, n: int) -> _Slot | None:
-        """The fullest destination that still fits ``fp`` tokens and ``n`` trajectories."""
+        """The fullest destination that still fits ``fp`` tokens and ``n`` trajectories
+        (KV capacity, B and the step bound: :meth:`ReplicaState.fits`)."""
         while self._max_room > 0 and self._rooms[self._max_room] <= 0:
             self._max_room -= 1
         if n > self._max_room:
@@ -174,11 +225,9 @@ class _Destinations:
             cand = self._by_id[keys[i][1]]
             if cand is src:
                 i += 1
-            elif cand.count >= cand.state.max_batch or (
-                cand.load_tokens + fp > cand.state.kv_capacity_tokens
-            ):
-                self.remove(cand)  # never fits again
-            elif cand.count + n <= cand.state.max_batch:
+            elif not cand.state.fits(cand.load_tokens + fp, cand.count + 1):
+                self.remove(cand)  # never fits again: later sources hold >= fp tokens, >= 1
+            elif cand.state.fits(cand.load_tokens + fp, cand.count + n):
                 return cand
             else:
                 i += 1

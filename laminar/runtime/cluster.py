@@ -30,6 +30,11 @@ OFFLINE_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
     "RAY_AUTH_MODE": "disabled",
     "TOKENIZERS_PARALLELISM": "false",
+    # Ray starts its workers at niceness 15 by default: any ordinary process on the machine
+    # (CFS weight 1024 against 36) then takes a shared core almost whole, and the trainer's
+    # and engines' times double or worse depending on what else runs (docs/fidelity.md).
+    # Workers of a local Ray run at the niceness of the command that started it.
+    "RAY_worker_niceness": "0",
 }
 
 
@@ -85,15 +90,37 @@ def ray_session(cfg: LaminarConfig, *, verbose: bool = False) -> Iterator[RunDir
             kwargs["object_store_memory"] = 256 * 1024**2
         else:
             kwargs["runtime_env"]["py_modules"] = [str(Path(__file__).resolve().parents[1])]
-        ray.init(address=address, **kwargs)
+        with _keep_sigterm_handler():
+            ray.init(address=address, **kwargs)
         yield dirs
     finally:
         with contextlib.suppress(Exception):
             ray.shutdown()
+        # Whatever on this host still carries the run's mark is ours (e.g. the engine of a
+        # replacement rollout killed while starting): Ray does not know about it.
+        from laminar.runtime.faults.inject import sweep_run_processes
+
+        sweep_run_processes(dirs.run_id)
         shutil.rmtree(dirs.shm, ignore_errors=True)
         shutil.rmtree(dirs.tmp, ignore_errors=True)
         os.environ.clear()
         os.environ.update(saved)
+
+
+@contextlib.contextmanager
+def _keep_sigterm_handler() -> Iterator[None]:
+    """``ray.init`` replaces the SIGTERM handler with ``sys.exit``; a handler of the caller's
+    own (``laminar train`` stops cleanly and says how to resume) is put back."""
+    import signal
+    import threading
+
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        yield
+    finally:
+        if callable(before):
+            signal.signal(signal.SIGTERM, before)
 
 
 class RolloutActor(RolloutWorker):
@@ -146,7 +173,7 @@ def rollout_options(cfg: LaminarConfig, index: int, dirs: RunDirs) -> dict:
             env["VLLM_CPU_OMP_THREADS_BIND"] = cpu_text(list(cpus))
     opts: dict[str, Any] = {
         "num_cpus": 0,
-        "num_gpus": 1 if rt.device == "cuda" else 0,
+        "num_gpus": rt.gpu_share if rt.device == "cuda" else 0,
         "runtime_env": {"env_vars": env},
         "name": None,
         "max_concurrency": 1000,

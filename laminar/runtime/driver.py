@@ -14,10 +14,16 @@ from typing import Any
 from laminar.config import LaminarConfig
 from laminar.runtime import cluster, loops
 from laminar.runtime.engine import EngineSpec
-from laminar.runtime.manager import RolloutManager
+from laminar.runtime.faults.machines import machines_for
+from laminar.runtime.faults.relays import relay_handles
+from laminar.runtime.faults.supervisor import Supervisor
+from laminar.runtime.inputs import check_inputs
+from laminar.runtime.manager import RolloutManager, step_cost_from_file
 from laminar.runtime.placement import place
 from laminar.runtime.pools import ExperienceBuffer, PartialResponsePool, PromptPool
 from laminar.runtime.relay.tier import weight_path_for
+from laminar.runtime.resume import ResumeState, RunLog, orphans_to_resume
+from laminar.runtime.train.group import in_bundle, placement_group_for
 from laminar.runtime.trainer import Trainer
 
 StepCallback = Callable[[dict], None]
@@ -40,11 +46,26 @@ class Actors:
     weights: Any = None
     """The weight path (publisher and source), for a restarted trainer."""
     new_trainer: Callable[[], Any] | None = None
-    checkpoint_path: str = ""
+    pools: dict = field(default_factory=dict)
+    rollout_cpus: list = field(default_factory=list)
+    relays: Any = None
+    """The relay workers when the relay tier is on (``laminar.runtime.faults.relays``)."""
+    machines: Any = None
+    """The emulated machines (Ray nodes) when the run has several."""
 
     def live(self) -> dict[str, Any]:
         """Rollouts not known to be dead."""
         return {rid: h for rid, h in self.rollouts.items() if rid not in self.dead}
+
+    def join(self, rid: str, handle: Any, index: int, footprint: dict) -> None:
+        """A started replacement rollout joins the job (weight path, pools, clock, cores)."""
+        import ray
+
+        cpus = self.rollout_cpus[index] if index < len(self.rollout_cpus) else ()
+        ray.get(handle.attach.remote(self.weights, self.pools, self.info["t0_s"], cpus))
+        self.rollouts[rid] = handle
+        self.procs[rid] = footprint
+        self.info.setdefault("engine_shm_files", []).extend(footprint.get("shm", []))
 
 
 def launch(
@@ -65,13 +86,18 @@ def launch(
     import ray
 
     rt, wl = cfg.runtime, cfg.workload
+    step_cost = step_cost_from_file(cfg.sim.cost_file)  # §8.4 step bound; read before any start
     job_dir = dirs.shm / job
     buffer = cluster.actor(ExperienceBuffer).remote(wl.samples_per_prompt, t0_s)
     partial = cluster.actor(PartialResponsePool).remote()
 
+    # the trainer ranks' devices (one bundle each), kept for a restarted trainer
+    pg = placement_group_for(cfg)
+    stack.callback(_remove_placement_group, pg)
+
     def new_trainer() -> Any:
-        return cluster.actor(Trainer, num_gpus=int(rt.device == "cuda")).remote(
-            cfg.model_dump(mode="json"), str(job_dir), buffer
+        return cluster.actor(Trainer, **in_bundle(pg, 0)).remote(
+            cfg.model_dump(mode="json"), str(job_dir), buffer, pg
         )
 
     trainer = new_trainer()
@@ -79,6 +105,7 @@ def launch(
     # The weight path (§4): relay workers when relay.enabled, else one /dev/shm store.
     store, close_weights = weight_path_for(cfg, job_dir, info["config_json"])
     stack.callback(close_weights)
+    info["t0_s"] = t0_s
     prompts = cluster.actor(PromptPool).remote(
         rt.task,
         seed=cfg.seed,
@@ -114,12 +141,27 @@ def launch(
         interval_s=cfg.repack.interval_s,
         repack_enabled=cfg.repack.enabled and rt.mode == "laminar",
         t0_s=t0_s,
+        buffer=buffer,
+        health_timeout_s=rt.faults.health_timeout_s,
+        step_cost=step_cost,
+        max_step_slowdown=cfg.repack.max_step_slowdown,
     )
     a = Actors(trainer, prompts, partial, buffer, rollouts, manager, info)
     a.procs = dict(zip(rollouts, footprints, strict=False))
-    a.weights, a.new_trainer = store, new_trainer
-    a.checkpoint_path = str(dirs.tmp / f"{job}-checkpoint.pt")
+    a.weights, a.new_trainer, a.pools = store, new_trainer, pools
+    a.rollout_cpus = list(placement.rollout_cpus)
+    a.relays = relay_handles(store)
+    a.machines = machines_for(rt.address)
     return a
+
+
+def _remove_placement_group(pg: Any) -> None:
+    import contextlib
+
+    import ray
+
+    with contextlib.suppress(Exception):
+        ray.util.remove_placement_group(pg)
 
 
 def end_job(a: Actors) -> None:
@@ -130,11 +172,14 @@ def end_job(a: Actors) -> None:
         ray.kill(handle)
 
 
-def _rollout(cfg: LaminarConfig, dirs: cluster.RunDirs, info: dict, index: int) -> Any:
+def _rollout(
+    cfg: LaminarConfig, dirs: cluster.RunDirs, info: dict, index: int, replica_id: str = ""
+) -> Any:
+    """Rollout actor in slot ``index`` (its cores); a replacement has an id of its own."""
     rt, wl = cfg.runtime, cfg.workload
     options = cluster.rollout_options(cfg, index, dirs)
     return cluster.actor(cluster.RolloutActor, **options).remote(
-        f"r{index}",
+        replica_id or f"r{index}",
         _engine_spec(cfg, info, index),
         cpus=place(rt).rollout_cpus[index],
         nice=rt.rollout_nice if rt.device == "cpu" else 0,
@@ -146,6 +191,7 @@ def _rollout(cfg: LaminarConfig, dirs: cluster.RunDirs, info: dict, index: int) 
         model_type=rt.model.type,
         model_dir=info["model_dir"],
         flush_interval_s=rt.flush_interval_s,
+        engine_stall_s=rt.faults.engine_stall_s,
     )
 
 
@@ -165,9 +211,10 @@ def _engine_spec(cfg: LaminarConfig, info: dict, index: int) -> EngineSpec:
         max_batch=rt.max_batch,
         max_model_len=wl.max_prompt_len + wl.max_response_len,
         eos_token_id=info["eos_id"],
+        stop_token_ids=tuple(info.get("stop_ids", ())),
         temperature=rt.grpo.temperature,
         seed=cfg.seed + index,
-        dtype="float32" if rt.model.type == "tiny" else cfg.model.dtype,
+        dtype=info.get("dtype", "float32"),  # what the trainer exports each version in
         gpu_memory_fraction=rt.gpu_memory_fraction,
     )
 
@@ -191,29 +238,101 @@ def train(
     on_step: StepCallback,
     verbose: bool = False,
     model_out: str | None = None,
+    log: RunLog | None = None,
+    resume: ResumeState | None = None,
 ) -> dict:
     """Run ``cfg`` end to end; return the raw results (``laminar.runtime.outputs`` writes them).
 
-    ``model_out``: a directory to save the final policy into (Hugging Face format).
+    ``model_out``: a directory to save the final policy into (Hugging Face format). ``log``: the
+    live run directory (steps, faults and checkpoints as they happen); ``resume``: go on from
+    its newest checkpoint (``laminar.runtime.resume``).
     """
     import ray
 
-    t0 = time.time()
+    check_inputs(cfg)
+    prior = resume.meta if resume is not None else {}
+    t0 = time.time() - float(prior.get("elapsed_s", 0.0))  # a resumed run continues the clock
     with cluster.ray_session(cfg, verbose=verbose) as dirs, ExitStack() as stack:
         actors = launch(cfg, dirs, t0, stack)
+        actors.info["faults"] = list(prior.get("faults", []))
+        actors.info["prior_wall_s"] = float(prior.get("wall_s", 0.0))
+        actors.info["prior_events"] = list(prior.get("events", []))
+        start = 0
+        if resume is not None:
+            start = restore(actors, cfg, resume)
         first = loops.evaluate(actors, cfg)
-        setup_s = time.time() - t0
+        if resume is not None:
+            adopt_resumed(actors, cfg, resume)
+        setup_s = time.time() - t0 - float(prior.get("elapsed_s", 0.0))
         loop_t = time.perf_counter()
         stack.callback(loops.reap_dead, actors)
-        if cfg.runtime.mode == "laminar":
-            steps = loops.run_laminar(actors, cfg, on_step)
-        else:
-            steps = loops.run_sync(actors, cfg, on_step)
-        wall_s = time.perf_counter() - loop_t
+        sup = _supervisor(actors, cfg, dirs, log, prior)
+        rows = list(resume.steps) if resume is not None else []
+
+        def step_done(m: dict) -> None:
+            rows.append(m)
+            if log is not None:
+                log.write_steps(rows)
+                log.write_faults(actors.info["faults"])
+            on_step(m)
+
+        run = loops.run_laminar if cfg.runtime.mode == "laminar" else loops.run_sync
+        run(actors, cfg, step_done, sup, log, start)
+        wall_s = time.perf_counter() - loop_t + actors.info["prior_wall_s"]
         last = loops.evaluate(actors, cfg)
         result = loops.collect(actors)
+        result["manager"]["events"] = actors.info.pop("prior_events") + result["manager"]["events"]
         if model_out is not None:
             ray.get(actors.trainer.save_model.remote(model_out))
-    result.update(steps=steps, wall_s=wall_s, setup_s=setup_s, info=actors.info, run_id=dirs.run_id)
+    result.update(steps=rows, wall_s=wall_s, setup_s=setup_s, info=actors.info, run_id=dirs.run_id)
     result.update(eval_first=first, eval_last=last)
     return result
+
+
+def _supervisor(
+    a: Actors, cfg: LaminarConfig, dirs: cluster.RunDirs, log: RunLog | None, prior: dict
+) -> Supervisor:
+    def spawn(index: int, replica_id: str) -> Any:
+        return _rollout(cfg, dirs, a.info, index, replica_id)
+
+    def on_change() -> None:
+        if log is not None:
+            log.write_faults(a.info["faults"])
+
+    return Supervisor(
+        a,
+        cfg,
+        spawn=spawn,
+        checkpoint=log.latest_trainer_checkpoint if log is not None else lambda: None,
+        on_change=on_change,
+        done={f["spec"] for f in prior.get("faults", []) if "spec" in f},
+    )
+
+
+def restore(a: Actors, cfg: LaminarConfig, state: ResumeState) -> int:
+    """Trainer and pools from a checkpoint; returns the first step to run."""
+    import ray
+
+    version = ray.get(a.trainer.resume.remote(a.weights, state.trainer_checkpoint))
+    ray.get(a.trainer.publish.remote())  # the rollouts load the checkpoint's weights
+    pools = state.pools
+    finished = {r["traj"].traj_id for r in pools["buffer"]["rows"]}
+    ray.get(a.prompts.restore.remote(pools["prompts"]))
+    ray.get(a.buffer.restore.remote(pools["buffer"]))
+    ray.get(a.partial.restore.remote([t for t in pools["partial"] if t.traj_id not in finished]))
+    a.prompts.advance.remote(state.step + 1)
+    a.info["resumed"] = {"from_step": state.step, "version": version}
+    return state.step + 1
+
+
+def adopt_resumed(a: Actors, cfg: LaminarConfig, state: ResumeState) -> None:
+    """In-progress trajectories of the checkpoint go to the rollouts (now on its version)."""
+    import ray
+
+    def group_of(pid: int) -> Any:
+        return ray.get(a.prompts.group.remote(pid))
+
+    wl = cfg.workload
+    trajs = orphans_to_resume(state, group_of, wl.samples_per_prompt, wl.max_response_len)
+    ray.get(a.manager.adopt_orphans.remote(trajs))
+    a.info["resumed"]["trajectories_adopted"] = len(trajs)

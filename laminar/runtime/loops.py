@@ -7,16 +7,15 @@
 - **sync** (verl-like): every step, all rollouts load the newest weights, generate one global
   batch to the last token, then the trainer trains on it.
 
-``runtime.kill_rollout_at_step`` and ``runtime.kill_trainer_at_step`` inject failures (the
-last rollout, or the trainer, is killed right after that trainer step) to exercise recovery
-(§3.3) on a real run.
+Both loops run each trainer step through the supervisor (``laminar.runtime.faults``), which
+injects scheduled faults, sees deaths (rollout, engine, trainer, relay, machine) and recovers
+(§3.3); a checkpoint of trainer and pools goes into the run directory every
+``runtime.checkpoint_every`` steps (``laminar.runtime.resume``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -27,106 +26,84 @@ from laminar.config import LaminarConfig
 StepCallback = Callable[[dict], None]
 
 
-def _inject_fault(a: Any, cfg: LaminarConfig, step: int) -> None:
-    """Kill the last rollout after ``kill_rollout_at_step`` (like its machine failing)."""
-    import ray
-
-    if step != cfg.runtime.kill_rollout_at_step or len(a.live()) < 2:
-        return
-    victim = list(a.live())[-1]
-    ray.kill(a.rollouts[victim], no_restart=True)
-    a.dead.add(victim)
-    a.info.setdefault("faults", []).append(
-        {"step": step, "killed": victim, "at_unix_s": time.time()}
-    )
-
-
-def _after_step(a: Any, cfg: LaminarConfig, step: int) -> None:
-    """Checkpoint the trainer when due; inject the configured failures."""
-    import ray
-
+def _after_step(a: Any, cfg: LaminarConfig, step: int, sup: Any, log: Any) -> None:
+    """Checkpoint the trainer and the pools when due; inject the faults scheduled now."""
     rt = cfg.runtime
-    if rt.checkpoint_every and (step + 1) % rt.checkpoint_every == 0:
-        ray.get(a.trainer.save_checkpoint.remote(a.checkpoint_path))
-    _inject_fault(a, cfg, step)
-    if step == rt.kill_trainer_at_step:
-        restart_trainer(a, step)
+    if log is not None and rt.checkpoint_every and (step + 1) % rt.checkpoint_every == 0:
+        sup.call_trainer(step, lambda: log.checkpoint(a, step, sup.checkpoint_meta(step)))
+    sup.after_step(step)
 
 
-def restart_trainer(a: Any, step: int) -> int:
-    """Kill the trainer and start a new one from the last checkpoint (§3.3); the rollouts keep
-    generating meanwhile. Updates after that checkpoint are lost; the run goes on."""
-    import ray
+def run_laminar(
+    a: Any,
+    cfg: LaminarConfig,
+    on_step: StepCallback,
+    sup: Any = None,
+    log: Any = None,
+    start: int = 0,
+) -> list[dict]:
+    """Trajectory-level asynchrony: rollouts and manager run free; the trainer paces the run.
 
-    t = time.perf_counter()
-    ray.kill(a.trainer, no_restart=True)
-    a.trainer = a.new_trainer()
-    ray.get(a.trainer.setup.remote())
-    version = ray.get(a.trainer.resume.remote(a.weights, a.checkpoint_path))
-    a.info.setdefault("faults", []).append(
-        {
-            "step": step,
-            "killed": "trainer",
-            "resumed_version": version,
-            "recovery_s": time.perf_counter() - t,
-        }
-    )
-    return version
-
-
-def _step(a: Any, cfg: LaminarConfig, step: int) -> dict:
-    import ray
-
-    try:
-        return ray.get(a.trainer.step.remote(step), timeout=cfg.runtime.step_timeout_s)
-    except ray.exceptions.GetTimeoutError:
-        raise RuntimeError(
-            f"trainer step {step} took over runtime.step_timeout_s={cfg.runtime.step_timeout_s}s "
-            "(no complete groups arrived: are the rollouts alive?)"
-        ) from None
-
-
-def run_laminar(a: Any, cfg: LaminarConfig, on_step: StepCallback) -> list[dict]:
-    """Trajectory-level asynchrony: rollouts and manager run free; the trainer paces the run."""
-
-    loops = {rid: r.run_laminar.remote() for rid, r in a.rollouts.items()}
+    ``sup``: the run's supervisor (default: faults from the config, no replacements); ``log``:
+    the live run directory (default: none, no checkpoints); ``start``: the first step."""
+    sup = sup or _plain_supervisor(a, cfg)
+    sup.loops.update({rid: r.run_laminar.remote() for rid, r in a.live().items()})
     manager_loop = a.manager.run.remote()
     rows = []
+    sup.start_loop()
     try:
-        for step in range(cfg.workload.steps):
-            m = _step(a, cfg, step)
+        for step in range(start, cfg.workload.steps):
+            m = sup.run_step(step)
             a.prompts.advance.remote(step + 1)
             on_step(m)
             rows.append(m)
-            _after_step(a, cfg, step)
+            _after_step(a, cfg, step, sup, log)
     finally:
+        sup.settle()
         _stop(a, manager_loop)
-        _wait_live(a, loops)
+        _wait_live(a, sup.loops)
     return rows
 
 
-def run_sync(a: Any, cfg: LaminarConfig, on_step: StepCallback) -> list[dict]:
+def run_sync(
+    a: Any,
+    cfg: LaminarConfig,
+    on_step: StepCallback,
+    sup: Any = None,
+    log: Any = None,
+    start: int = 0,
+) -> list[dict]:
     """verl-like: load weights everywhere, generate the whole batch, then train."""
     import ray
 
+    sup = sup or _plain_supervisor(a, cfg)
+
     manager_loop = a.manager.run.remote()  # repack off: it records KV use, recovers failures
     rows = []
+    sup.start_loop()
     try:
-        for step in range(cfg.workload.steps):
+        for step in range(start, cfg.workload.steps):
             t = time.perf_counter()
             workers = list(a.live().values())
-            ray.get([w.load_latest.remote() for w in workers])
+            ray.wait([w.load_latest.remote() for w in workers], num_returns=len(workers))
             groups = ray.get(a.prompts.take.remote(cfg.workload.prompts_per_step))
             refs = [w.run_groups.remote(groups[i :: len(workers)]) for i, w in enumerate(workers)]
             ray.wait(refs, num_returns=len(refs))  # a failed rollout's share is recovered
-            m = _step(a, cfg, step)  # waits for every group of the batch
+            m = sup.run_step(step)  # waits for every group of the batch
             m["gen_s"] = time.perf_counter() - t - m["train_s"] - m["publish_s"]
             on_step(m)
             rows.append(m)
-            _after_step(a, cfg, step)
+            _after_step(a, cfg, step, sup, log)
     finally:
+        sup.settle()
         _stop(a, manager_loop)
     return rows
+
+
+def _plain_supervisor(a: Any, cfg: LaminarConfig) -> Any:
+    from laminar.runtime.faults.supervisor import Supervisor
+
+    return Supervisor(a, cfg, spawn=None, checkpoint=lambda: None)
 
 
 def _stop(a: Any, manager_loop: Any) -> None:
@@ -152,20 +129,50 @@ def _wait_live(a: Any, refs: dict[str, Any]) -> None:
 
 
 def evaluate(a: Any, cfg: LaminarConfig) -> dict:
-    """Mean reward on the held-out prompts with the newest weights (every rollout loads them)."""
+    """Mean reward on the held-out prompts with the newest weights (every rollout loads them).
+
+    A rollout that fails here (died since the manager's last check) is marked dead and left out.
+    """
     import ray
 
     rt = cfg.runtime
-    workers = list(a.live().values())
-    versions = ray.get([w.load_latest.remote() for w in workers])
+    versions = _each_live(a, lambda w: w.load_latest.remote())
     if rt.eval_prompts == 0:
-        return {"reward": math.nan, "version": min(versions), "samples": 0}
+        return {"reward": math.nan, "version": min(versions.values()), "samples": 0}
     ids = list(range(rt.eval_prompts))
-    parts = [
-        w.evaluate.remote(ids[i :: len(workers)], rt.eval_samples) for i, w in enumerate(workers)
-    ]
-    rewards = [r for part in ray.get(parts) for r in part]
-    return {"reward": statistics.fmean(rewards), "version": min(versions), "samples": len(rewards)}
+    for _ in range(3):
+        workers = list(a.live().values())
+        parts = [
+            w.evaluate.remote(ids[i :: len(workers)], rt.eval_samples)
+            for i, w in enumerate(workers)
+        ]
+        try:
+            rewards = [r for part in ray.get(parts) for r in part]
+            break
+        except ray.exceptions.RayError:
+            _each_live(a, lambda w: w.snapshot.remote())  # find the dead one, then again
+    else:
+        raise RuntimeError("held-out evaluation failed three times (rollouts dying?)")
+    return {
+        "reward": statistics.fmean(rewards),
+        "version": min(versions.values()),
+        "samples": len(rewards),
+    }
+
+
+def _each_live(a: Any, call: Callable[[Any], Any]) -> dict[str, Any]:
+    """``call`` on every live rollout; those that fail are marked dead."""
+    import ray
+
+    out = {}
+    for rid, ref in [(rid, call(w)) for rid, w in a.live().items()]:
+        try:
+            out[rid] = ray.get(ref)
+        except ray.exceptions.RayError:
+            a.dead.add(rid)
+    if not out:
+        raise RuntimeError("no live rollout left")
+    return out
 
 
 def collect(a: Any) -> dict:
@@ -177,6 +184,7 @@ def collect(a: Any) -> dict:
     live = a.live()
     out = {
         "ledger": ray.get(a.buffer.ledger.remote()),
+        "delivery": ray.get(a.buffer.delivery_report.remote()),
         "pending": ray.get(a.partial.pending.remote()),
         "issued_groups": ray.get(a.prompts.issued_groups.remote()),
         "rollout_stats": ray.get([r.stats.remote() for r in live.values()]),
@@ -189,17 +197,9 @@ def collect(a: Any) -> dict:
 
 
 def reap_dead(a: Any) -> None:
-    """Remove what a dead rollout's engine left on this machine: its processes (ours: the
-    engine it started) and the shared-memory files they mapped, which no one unlinks now."""
-    import psutil
+    """Remove what dead rollouts' engines left on this machine: their processes (ours: the
+    engines they started) and the shared-memory files they mapped, which no one unlinks now."""
+    from laminar.runtime.faults.inject import reap
 
     for rid in sorted(a.dead):
-        footprint = a.procs.get(rid, {})
-        for pid, created in footprint.get("pids", []):
-            with contextlib.suppress(psutil.Error):
-                proc = psutil.Process(pid)
-                if proc.create_time() == created:  # the very process the engine started
-                    proc.kill()
-        for path in footprint.get("shm", []):
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+        reap(a, rid)

@@ -6,7 +6,8 @@
   (``laminar/traces/schema.py``) with the measured timing columns, so ``laminar replay`` can
   replay a real run in the simulator;
 - ``events.csv`` (repack moves, recoveries), ``kv.csv`` (per-replica KV use at each manager
-  check) and ``config.yaml`` (the resolved config).
+  check) and ``config.yaml`` (the resolved config);
+- ``profile/``: what ``laminar calibrate`` fits the simulator to (``profiling.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from laminar.config import LaminarConfig, write_resolved
+from laminar.runtime.profiling import write_profile
 from laminar.traces.io import write_trace
 
 
@@ -59,6 +61,7 @@ def accounting(result: dict, samples_per_prompt: int) -> dict:
     finished_ids = {r["traj"].traj_id for r in ledger}
     pending_ids = {t.traj_id for t in result["pending"]}
     finished, pending = len(finished_ids), len(pending_ids)
+    delivery = result.get("delivery", {})
     return {
         "trajectories_issued": issued,
         "trajectories_generated": finished,
@@ -67,7 +70,24 @@ def accounting(result: dict, samples_per_prompt: int) -> dict:
         "trajectories_in_progress": pending,
         "trajectories_lost": issued - len(finished_ids | pending_ids),
         "trajectories_double_counted": len(finished_ids & pending_ids),
+        # handed to the trainer more than once (the buffer's exactly-once guarantee: 0)
+        "trajectories_duplicated": len(delivery.get("consumed_twice", [])),
+        # deliveries of an already finished trajectory, dropped by the buffer (a replica
+        # declared dead that still delivered, or recovery racing a delivery)
+        "duplicate_deliveries_dropped": len(delivery.get("duplicate_deliveries", [])),
+        "trajectories_restarted": len(result["manager"].get("restarted", [])),
     }
+
+
+def ledger_problems(summary: dict) -> str:
+    """Empty when every issued trajectory ended consumed once, pending, or restarted and then
+    one of those; else what is wrong, in words."""
+    bad = [
+        f"{summary[k]} {k.removeprefix('trajectories_').replace('_', ' ')}"
+        for k in ("trajectories_lost", "trajectories_duplicated", "trajectories_double_counted")
+        if summary.get(k)
+    ]
+    return ", ".join(bad)
 
 
 def summarize(cfg: LaminarConfig, result: dict) -> dict:
@@ -102,7 +122,10 @@ def summarize(cfg: LaminarConfig, result: dict) -> dict:
         "repack_trajectories_moved": sum(e["moved"] for e in repacks),
         "recoveries": sum(1 for e in events if e["kind"] == "recovery"),
         "rollouts_failed": result.get("dead_rollouts", []),
-        "faults": result["info"].get("faults", []),
+        "faults": [
+            {k: v for k, v in f.items() if k != "open"} for f in result["info"].get("faults", [])
+        ],
+        "resumed": result["info"].get("resumed"),
         "actor_stall_s_mean": statistics.fmean(s["publish_s"] for s in steps) if steps else 0.0,
         "trainer_wait_s": sum(s["wait_s"] for s in steps),
         "weight_loads": sum(len(s["loads"]) for s in result["rollout_stats"]),
@@ -131,6 +154,7 @@ def write_run_dir(cfg: LaminarConfig, result: dict, out: Path) -> dict:
         out / "events.csv", index=False
     )
     pd.DataFrame(result["manager"]["kv_series"]).to_csv(out / "kv.csv", index=False)
+    (out / "faults.json").write_text(json.dumps(summary["faults"], indent=2, default=str) + "\n")
     pending = [
         {
             "traj_id": t.traj_id,
@@ -144,4 +168,5 @@ def write_run_dir(cfg: LaminarConfig, result: dict, out: Path) -> dict:
     pd.DataFrame(
         pending, columns=["traj_id", "replica_id", "weight_version", "tokens", "migrations"]
     ).to_csv(out / "in_progress.csv", index=False)
+    write_profile(cfg, result, out)
     return summary

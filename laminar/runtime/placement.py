@@ -1,64 +1,6 @@
-"""Which CPU cores the trainer and each rollout replica use (device ``cpu`` only).
+"""Where the runtime's trainer and rollouts run: ``laminar.policy.placement`` (the one place
+that decides it, so the simulator rebuilds the same placement from the same config)."""
 
-The two modes place work the way the systems they stand for place it on GPUs:
+from laminar.policy.placement import Placement, cpu_text, parse_cpus, place
 
-- **laminar** is disaggregated (paper §3): the trainer keeps its own cores
-  (``runtime.trainer_cpus``) and the rollouts theirs (``runtime.cpu_binds``), so training and
-  generation run at the same time without taking cores from each other;
-- **sync** is colocated, like verl: generation and training take turns on *every* core, so the
-  rollouts spread over all listed cores and the trainer, when its turn comes, uses all of them.
-
-Both modes therefore get the same cores; only how they share them differs.
-"""
-
-from __future__ import annotations
-
-from dataclasses import dataclass
-
-from laminar.config.runtime import RuntimeConfig
-
-
-def parse_cpus(text: str) -> list[int]:
-    """``"0-2,5"`` -> ``[0, 1, 2, 5]`` (empty text: no cores)."""
-    cores: set[int] = set()
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        lo, _, hi = part.partition("-")
-        try:
-            a, b = int(lo), int(hi or lo)
-        except ValueError:
-            raise ValueError(f"bad CPU list {text!r}: expected e.g. '0-3,5'") from None
-        if a < 0 or b < a:
-            raise ValueError(f"bad CPU range {part!r} in {text!r}")
-        cores.update(range(a, b + 1))
-    return sorted(cores)
-
-
-def cpu_text(cores: list[int]) -> str:
-    """``[0, 1, 2, 5]`` -> ``"0,1,2,5"`` (the form VLLM_CPU_OMP_THREADS_BIND accepts)."""
-    return ",".join(str(c) for c in cores)
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Cores of each rollout replica and of the trainer; empty lists mean "not pinned"."""
-
-    rollout_cpus: tuple[tuple[int, ...], ...]
-    trainer_cpus: tuple[int, ...]
-
-    def trainer_threads(self, default: int) -> int:
-        """Torch threads of the trainer: one per core when pinned, else ``default``."""
-        return len(self.trainer_cpus) or default
-
-
-def place(rt: RuntimeConfig) -> Placement:
-    """The placement of ``rt.mode`` (module docstring); nothing is pinned on cuda."""
-    if rt.device != "cpu":
-        return Placement(tuple(() for _ in range(rt.rollouts)), ())
-    binds = [parse_cpus(b) for b in rt.cpu_binds]
-    trainer = parse_cpus(rt.trainer_cpus)
-    if rt.mode == "laminar" or not binds:
-        per_replica = [binds[i % len(binds)] if binds else [] for i in range(rt.rollouts)]
-        return Placement(tuple(tuple(c) for c in per_replica), tuple(trainer))
-    every = sorted({c for b in binds for c in b} | set(trainer))
-    per_replica = [[every[i % len(every)]] for i in range(rt.rollouts)]
-    return Placement(tuple(tuple(c) for c in per_replica), tuple(every))
+__all__ = ["Placement", "cpu_text", "parse_cpus", "place"]

@@ -13,11 +13,11 @@ import math
 import time
 from collections import deque
 from dataclasses import replace
+from typing import Any
 
-from laminar.config.runtime import RepeatTask
 from laminar.runtime.codec import CharCodec, HfCodec, make_codec, prompt_ids
 from laminar.runtime.records import PromptGroup, Traj
-from laminar.runtime.task import RepeatTaskGen
+from laminar.runtime.task import make_task
 
 
 class PromptPool:
@@ -30,7 +30,7 @@ class PromptPool:
 
     def __init__(
         self,
-        task: RepeatTask,
+        task: Any,
         *,
         seed: int,
         max_answer_len: int,
@@ -40,7 +40,7 @@ class PromptPool:
         model_type: str,
         model_dir: str,
     ):
-        self.gen = RepeatTaskGen(task, seed=seed, max_answer_len=max_answer_len)
+        self.gen = make_task(task, seed=seed, max_answer_len=max_answer_len)
         self.codec: CharCodec | HfCodec = make_codec(model_type, model_dir)
         self.n = samples_per_prompt
         self.prompts_per_step = prompts_per_step
@@ -73,6 +73,19 @@ class PromptPool:
     def issued_groups(self) -> int:
         """Groups handed out so far (prompt ids 0 .. issued-1)."""
         return self.issued
+
+    def state(self) -> dict:
+        """What a resumed run needs (prompts are regenerated from the seed and the counter)."""
+        return {"issued": self.issued, "consumed_steps": self.consumed_steps}
+
+    def restore(self, state: dict) -> None:
+        self.issued = int(state["issued"])
+        self.consumed_steps = int(state["consumed_steps"])
+
+    def group(self, prompt_id: int) -> PromptGroup:
+        """The group of an already issued prompt (a resumed run restarts lost samples)."""
+        p = self.gen.prompt(prompt_id)
+        return PromptGroup(p.prompt_id, tuple(prompt_ids(self.codec, p.text)), self.n)
 
 
 class PartialResponsePool:
@@ -115,6 +128,11 @@ class PartialResponsePool:
         """Every in-progress trajectory."""
         return list(self.live.values())
 
+    def restore(self, trajs: list[Traj]) -> None:
+        """A resumed run: these trajectories are in progress again (before any rollout runs)."""
+        for t in trajs:
+            self.live[t.traj_id] = replace(t, tokens=list(t.tokens), logprobs=list(t.logprobs))
+
 
 class ExperienceBuffer:
     """Completed, scored trajectories; the trainer takes whole GRPO groups, first finished first."""
@@ -125,33 +143,101 @@ class ExperienceBuffer:
         self.partial_groups: dict[int, list[Traj]] = {}
         self.ready: deque[list[Traj]] = deque()
         self.rows: dict[str, dict] = {}  # traj_id -> ledger row
+        self.duplicates: list[dict] = []  # deliveries of an id already held: dropped
+        self.consumptions: list[str] = []  # traj ids, once per hand-over to a trainer step
         self.cond = asyncio.Condition()
 
-    async def add(self, trajs: list[Traj]) -> None:
-        """Store finished trajectories; a group becomes ready when all its samples are in."""
+    async def add(self, trajs: list[Traj]) -> int:
+        """Store finished trajectories; a group becomes ready when all its samples are in.
+
+        Idempotent: a trajectory already held is dropped and recorded (a replica declared dead
+        may still deliver what its adopter delivers again); returns how many were new.
+        """
+        added = 0
         async with self.cond:
             for t in trajs:
                 if t.traj_id in self.rows:
-                    raise ValueError(f"trajectory {t.traj_id} finished twice")
-                self.rows[t.traj_id] = {"traj": t, "consumed_version": -1, "consumed_s": math.nan}
-                group = self.partial_groups.setdefault(t.prompt_id, [])
-                group.append(t)
-                if len(group) == self.n:
-                    del self.partial_groups[t.prompt_id]
-                    self.ready.append(sorted(group, key=lambda x: x.sample_index))
+                    self.duplicates.append(
+                        {"traj_id": t.traj_id, "replica_id": t.replica_id, "at_s": self._now()}
+                    )
+                    continue
+                self._insert(t)
+                added += 1
             self.cond.notify_all()
+        return added
+
+    def _insert(self, t: Traj) -> None:
+        self.rows[t.traj_id] = {"traj": t, "consumed_version": -1, "consumed_s": math.nan}
+        group = self.partial_groups.setdefault(t.prompt_id, [])
+        group.append(t)
+        if len(group) == self.n:
+            del self.partial_groups[t.prompt_id]
+            self.ready.append(sorted(group, key=lambda x: x.sample_index))
+
+    def _now(self) -> float:
+        return time.time() - self.t0_s
+
+    async def finished_ids(self, traj_ids: list[str]) -> list[str]:
+        """Which of ``traj_ids`` the buffer already holds (recovery asks before re-running)."""
+        return [tid for tid in traj_ids if tid in self.rows]
 
     async def take(self, groups: int, consumer_version: int, step: int) -> list[list[Traj]]:
         """Wait for ``groups`` ready groups and hand them over, marked consumed (exactly once)."""
         async with self.cond:
             await self.cond.wait_for(lambda: len(self.ready) >= groups)
             out = [self.ready.popleft() for _ in range(groups)]
-            now_s = time.time() - self.t0_s
+            now_s = self._now()
             for g in out:
                 for t in g:
                     row = self.rows[t.traj_id]
                     row.update(consumed_version=consumer_version, consumed_s=now_s, step=step)
+                    self.consumptions.append(t.traj_id)
             return out
+
+    async def requeue_from(self, step: int) -> int:
+        """Give back what steps ``>= step`` took: their trainer died before finishing them.
+
+        The groups go back to the front of the queue in their order; returns how many.
+        """
+        async with self.cond:
+            back: dict[int, list[Traj]] = {}
+            for row in self.rows.values():
+                if row["consumed_version"] >= 0 and row.get("step", -1) >= step:
+                    t = row["traj"]
+                    back.setdefault(t.prompt_id, []).append(t)
+                    self.consumptions.remove(t.traj_id)
+                    row.update(consumed_version=-1, consumed_s=math.nan)
+                    row.pop("step", None)
+            order = sorted(back, key=lambda pid: min(t.gen_end_s for t in back[pid]))
+            for pid in reversed(order):
+                self.ready.appendleft(sorted(back[pid], key=lambda x: x.sample_index))
+            self.cond.notify_all()
+            return len(back)
+
+    async def state(self) -> dict:
+        """The ledger rows (finished trajectories, consumed or not), for a resumed run."""
+        return {"rows": [dict(r) for r in self.rows.values()], "duplicates": self.duplicates}
+
+    async def restore(self, state: dict) -> None:
+        """A resumed run: rows back, consumed ones stay consumed, the rest become ready again."""
+        async with self.cond:
+            for row in state["rows"]:
+                t = row["traj"]
+                if row["consumed_version"] >= 0:
+                    self.rows[t.traj_id] = dict(row)
+                    self.consumptions.append(t.traj_id)
+                else:
+                    self._insert(t)
+            self.duplicates.extend(state.get("duplicates", []))
+            self.cond.notify_all()
+
+    async def delivery_report(self) -> dict:
+        """Duplicate deliveries dropped, and trajectories handed to the trainer more than once."""
+        seen: dict[str, int] = {}
+        for tid in self.consumptions:
+            seen[tid] = seen.get(tid, 0) + 1
+        twice = sorted(tid for tid, k in seen.items() if k > 1)
+        return {"duplicate_deliveries": list(self.duplicates), "consumed_twice": twice}
 
     async def ready_groups(self) -> int:
         """Groups ready to be consumed now."""

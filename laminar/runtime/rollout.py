@@ -15,13 +15,15 @@ import asyncio
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-from laminar.config.runtime import RepeatTask
 from laminar.runtime.codec import make_codec, prompt_ids
 from laminar.runtime.engine import Engine
+from laminar.runtime.faults.watchdog import EngineWatchdog
+from laminar.runtime.profiling import EngineStepRecorder
 from laminar.runtime.records import PromptGroup, Traj
 from laminar.runtime.stream import PartialStreamer
-from laminar.runtime.task import EVAL_STREAM, RepeatTaskGen
+from laminar.runtime.task import EVAL_STREAM, make_task
 from laminar.runtime.weights import WeightSource
 
 
@@ -48,7 +50,7 @@ class RolloutWorker:
         replica_id: str,
         engine: Engine,
         *,
-        task: RepeatTask,
+        task: Any,
         seed: int,
         max_response_len: int,
         max_batch: int,
@@ -56,16 +58,20 @@ class RolloutWorker:
         model_type: str,
         model_dir: str,
         flush_interval_s: float,
+        engine_stall_s: float = 120.0,
     ):
         self.replica_id = replica_id
         self.engine = engine
-        self.gen = RepeatTaskGen(task, seed=seed, max_answer_len=max_response_len - 1)
+        self.gen = make_task(task, seed=seed, max_answer_len=max_response_len - 1)
+        self.reward_timeout_s = getattr(task, "reward_timeout_s", None)
         self.codec = make_codec(model_type, model_dir)
+        self.stop_ids = frozenset(self.codec.stop_ids)
         self.max_response_len = max_response_len
         self.max_batch = max_batch
         self.samples_per_prompt = samples_per_prompt
         self.flush_interval_s = flush_interval_s
         self.streamer: PartialStreamer | None = None
+        self.watchdog = EngineWatchdog(engine_stall_s)
 
     async def start(self) -> dict:
         """Build the engine and warm it up (the first step is slow).
@@ -97,8 +103,16 @@ class RolloutWorker:
         self.loop_task: asyncio.Task | None = None
         self.loads: list[tuple[float, int, float]] = []  # (at_s, version, load_s)
         self.gen_tokens = 0
+        self.profile = EngineStepRecorder(self.replica_id, t0_s)
+        if hasattr(self.engine, "step_listener"):
+            self.engine.step_listener = self._engine_step
         self.streamer = PartialStreamer(pools["partial"], pools["buffer"], self.flush_interval_s)
         self.streamer.start()
+
+    def _engine_step(self, at_unix_s, latencies_s, prefill_seqs, prefill_tokens, *sched) -> None:
+        """The engine ran a step: record it with the KV tokens our trajectories hold."""
+        kv_tokens = sum(len(t.prompt_ids) + len(t.tokens) for t in self.trajs.values())
+        self.profile.record(at_unix_s, latencies_s, prefill_seqs, prefill_tokens, kv_tokens, *sched)
 
     def now_s(self) -> float:
         return time.time() - self.t0_s
@@ -106,8 +120,11 @@ class RolloutWorker:
     # -- weights --------------------------------------------------------------------------
 
     async def load_latest(self) -> int:
-        """Load the newest published version if newer and the replica is empty; return version."""
-        latest = self.weights.latest()
+        """Load the newest published version if newer and the replica is empty; return version.
+
+        Looking a version up reads a directory; it runs in a thread, so the event loop that
+        streams every trajectory's tokens never waits on the file system."""
+        latest = await asyncio.to_thread(self.weights.latest)
         if latest is None or latest[0] <= self.version or self.trajs or self.pins:
             return self.version
         version, path = latest
@@ -117,8 +134,8 @@ class RolloutWorker:
         self.version = version
         return version
 
-    def _newer_published(self) -> bool:
-        latest = self.weights.latest()
+    async def _newer_published(self) -> bool:
+        latest = await asyncio.to_thread(self.weights.latest)
         return latest is not None and latest[0] > self.version
 
     # -- generation -----------------------------------------------------------------------
@@ -130,6 +147,7 @@ class RolloutWorker:
                 raise ValueError(f"{t.traj_id} has version {t.version}, replica {self.version}")
             t.replica_id = self.replica_id
             self.trajs[t.traj_id] = t  # held from now on: no weight load until it finishes
+        self.watchdog.progress()  # a fresh request gets the full stall allowance
         await self.streamer.register(trajs)
         for t in trajs:
             self.tasks[t.traj_id] = asyncio.create_task(self._generate(t))
@@ -138,23 +156,42 @@ class RolloutWorker:
         reason = None
         request_id = f"{t.traj_id}#{t.migrations}"
         prompt = [*t.prompt_ids, *t.tokens]  # migrated: prompt + partial tokens, re-prefilled
-        async for d in self.engine.generate(request_id, prompt, t.remaining_tokens):
-            t.tokens.extend(d.token_ids)
-            t.logprobs.extend(d.logprobs)
-            self.gen_tokens += len(d.token_ids)
-            reason = d.finish_reason
+        try:
+            async for d in self.engine.generate(request_id, prompt, t.remaining_tokens):
+                t.tokens.extend(d.token_ids)
+                t.logprobs.extend(d.logprobs)
+                self.gen_tokens += len(d.token_ids)
+                self.watchdog.progress()
+                reason = d.finish_reason
+        except Exception as e:  # the engine died under it: the trajectory waits for recovery
+            self.watchdog.failed(e)
+            self.tasks.pop(t.traj_id, None)  # still held (self.trajs): the manager recovers it
+            return
         self.tasks.pop(t.traj_id, None)
         if reason == "abort":
             return  # the caller of abort owns it now
-        self._finish(t, "stop" if reason == "stop" else "length")
-
-    def _finish(self, t: Traj, reason: str) -> None:
-        t.finish_reason = reason
+        reason = "stop" if reason == "stop" else "length"
         t.gen_end_s = self.now_s()
-        eos = self.codec.eos_id
-        body = t.tokens[:-1] if reason == "stop" and t.tokens and t.tokens[-1] == eos else t.tokens
-        prompt = self.gen.prompt(t.prompt_id)
-        t.reward = self.gen.reward(prompt, self.codec.decode(body), finished=reason == "stop")
+        reward = await self._score(self.gen.prompt(t.prompt_id), t.tokens, reason)
+        self._finish(t, reason, reward)
+
+    async def _score(self, prompt: Any, tokens: list[int], reason: str) -> float:
+        """The task's reward of an answer (its stop token dropped). A verifier with a timeout
+        (``task.reward_timeout_s``) runs in a thread, off the event loop; past it, 0."""
+        stopped = reason == "stop" and tokens and tokens[-1] in self.stop_ids
+        body = tokens[:-1] if stopped else tokens
+        text = self.codec.decode(body)
+        if self.reward_timeout_s is None:  # the repeat task's rule: a string comparison
+            return self.gen.reward(prompt, text, finished=reason == "stop")
+        call = asyncio.to_thread(self.gen.reward, prompt, text, finished=reason == "stop")
+        try:
+            return await asyncio.wait_for(call, self.reward_timeout_s)
+        except TimeoutError:
+            return 0.0
+
+    def _finish(self, t: Traj, reason: str, reward: float) -> None:
+        t.finish_reason = reason
+        t.reward = reward
         del self.trajs[t.traj_id]
         self.streamer.finished(t)
 
@@ -180,8 +217,8 @@ class RolloutWorker:
         await self.loop_task
 
     async def _laminar_loop(self, poll_s: float) -> None:
-        while not self.stopping:
-            if self._newer_published():
+        while not self.stopping and self.watchdog.error is None:  # a dead engine admits nothing
+            if await self._newer_published():
                 await self.load_latest()  # no-op while trajectories remain (drain, §2.4)
             elif self.version >= 0:
                 k = (self.max_batch - len(self.trajs)) // self.samples_per_prompt
@@ -205,8 +242,7 @@ class RolloutWorker:
             ):
                 tokens.extend(d.token_ids)
                 reason = d.finish_reason
-            body = tokens[:-1] if reason == "stop" else tokens
-            return self.gen.reward(p, self.codec.decode(body), finished=reason == "stop")
+            return await self._score(p, tokens, "stop" if reason == "stop" else "length")
 
         jobs = [one(pid, k) for pid in prompt_ids_list for k in range(samples)]
         return list(await asyncio.gather(*jobs))
@@ -214,7 +250,12 @@ class RolloutWorker:
     # -- repack and recovery (carried out for the rollout manager) --------------------------
 
     async def snapshot(self) -> dict:
-        """What repack needs: version, KV tokens used/capacity, the unfinished trajectories."""
+        """What repack needs: version, KV tokens used/capacity, the unfinished trajectories.
+
+        Also the health check: raises :class:`EngineFailure` when the engine died or stalled
+        (the manager then treats this replica as dead, §3.3).
+        """
+        self.watchdog.check(self.engine, busy=bool(self.tasks))
         s = self.engine.stats()
         return {
             "replica_id": self.replica_id,
@@ -231,7 +272,7 @@ class RolloutWorker:
 
     async def pin(self, version: int) -> bool:
         """Hold the current weights for an incoming move; False if the version differs."""
-        if version != self.version or self.stopping:
+        if version < 0 or version != self.version or self.stopping:  # -1: no weights yet
             return False
         self.pins += 1
         return True
@@ -279,7 +320,13 @@ class RolloutWorker:
         return live
 
     async def stats(self) -> dict:
-        return {"replica_id": self.replica_id, "gen_tokens": self.gen_tokens, "loads": self.loads}
+        return {
+            "replica_id": self.replica_id,
+            "gen_tokens": self.gen_tokens,
+            "loads": self.loads,
+            "engine_steps": self.profile.table(),
+            "kv_capacity_tokens": getattr(self.engine, "kv_capacity_tokens", None),
+        }
 
     async def shutdown(self) -> None:
         """Stop the engine (its processes and shared memory go with it)."""

@@ -26,6 +26,8 @@ class VllmEngine:
         self._params: Any = None
         self._sched: Any = None  # latest vLLM SchedulerStats
         self._kv_capacity_tokens = 0
+        self.step_listener: Any = None
+        """Called after every engine step with its timing (``laminar.runtime.profiling``)."""
 
     async def start(self) -> None:
         from vllm import SamplingParams
@@ -52,7 +54,7 @@ class VllmEngine:
         self._params = SamplingParams(
             temperature=s.temperature,
             logprobs=0,  # the sampled token's log-probability: the behaviour policy for GRPO
-            stop_token_ids=[s.eos_token_id],
+            stop_token_ids=list(s.stop_token_ids or (s.eos_token_id,)),
             detokenize=False,
             output_kind=RequestOutputKind.DELTA,
             stream_interval=s.stream_interval,  # an abort still delivers the buffered tokens
@@ -71,11 +73,31 @@ class VllmEngine:
             def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx=0):
                 if scheduler_stats is not None:
                     engine._sched = scheduler_stats
+                if engine.step_listener is not None and iteration_stats is not None:
+                    engine._step_done(scheduler_stats, iteration_stats)
 
             def log_engine_initialized(self) -> None:
                 pass
 
         return _Recorder
+
+    def _step_done(self, sched: Any, it: Any) -> None:
+        # The inter-token latencies are on EngineCore's clock: the step's own duration, not
+        # when this front end got round to processing it (profiling.py).
+        self.step_listener(
+            it.iteration_timestamp,
+            list(it.inter_token_latencies_iter),
+            len(it.time_to_first_tokens_iter),
+            int(it.prompt_token_stats.computed),
+            float(sched.kv_cache_usage) if sched is not None else float("nan"),
+            int(sched.num_running_reqs) if sched is not None else -1,
+            int(sched.num_waiting_reqs) if sched is not None else -1,
+        )
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        """KV-cache tokens the engine holds (blocks x block size)."""
+        return self._kv_capacity_tokens
 
     async def generate(
         self, request_id: str, prompt_ids: Sequence[int], max_tokens: int
@@ -101,6 +123,10 @@ class VllmEngine:
             int(s.num_running_reqs),
             int(s.num_waiting_reqs),
         )
+
+    def alive(self) -> bool:
+        """False once vLLM saw its engine core die (it then fails every request)."""
+        return self._llm is None or not bool(getattr(self._llm, "errored", False))
 
     async def load_weights(self, path: str) -> None:
         await self._llm.collective_rpc("reload_weights", kwargs={"weights_path": path})

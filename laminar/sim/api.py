@@ -30,8 +30,16 @@ from laminar.errors import ConfigError
 from laminar.rundir import run_output
 from laminar.sim.cluster import Cluster, check_setup
 from laminar.sim.cost import CostModel
-from laminar.sim.costdata import cost_model_for
+from laminar.sim.costdata import cost_model_for, efficiency_basis
 from laminar.sim.faults import faults_frame
+from laminar.sim.local import (
+    RUNTIME_SYSTEMS,
+    is_runtime_setting,
+    placed_cost,
+    runtime_config,
+    runtime_workload,
+)
+from laminar.sim.registry import resolve_systems
 from laminar.sim.results import (
     SUMMARY_COLUMNS,
     replicas_frame,
@@ -39,7 +47,8 @@ from laminar.sim.results import (
     summary_row,
     trajectories_frame,
 )
-from laminar.sim.systems import resolve_systems
+from laminar.sim.steady import warmup_steps
+from laminar.specs.memory import require_fit
 
 
 @dataclass
@@ -84,32 +93,64 @@ def simulate(
     *,
     workload: pd.DataFrame | None = None,
     on_step: Callable[[str, int], None] | None = None,
+    summary_only: bool = False,
 ) -> SimResult:
     """Simulate every system of ``config.sim.systems`` on the same workload.
 
     ``workload`` (trace schema) defaults to ``laminar.traces.load_workload(config)``.
     ``on_step(system, steps_done)`` is called after each trainer step (progress bars).
+    ``summary_only`` (the planner's mode, ``laminar.plan``) records no per-replica series and
+    leaves the per-trajectory and per-replica tables empty; summary, steps and faults are the
+    same as a full run's.
     """
-    if config.sim.warmup_steps >= config.workload.steps:
+    if warmup_steps(config) >= config.workload.steps:  # "auto" always leaves a window
         raise ConfigError(
             "config",
             "sim.warmup_steps",
             f"must be below workload.steps ({config.workload.steps}) to leave a window",
         )
-    systems = resolve_systems(config.sim.systems)
     t0 = time.perf_counter()
-    cost = cost_model_for(config)
+    if is_runtime_setting(config):  # the job ``laminar train`` runs with this config
+        systems = [RUNTIME_SYSTEMS[config.runtime.mode]]
+        run_cfg = runtime_config(config)
+        if workload is None:
+            workload = runtime_workload(config)
+        cost = placed_cost(config, cost_model_for(config))
+    else:
+        systems, run_cfg = resolve_systems(config.sim.systems), config
+        try:
+            cost = cost_model_for(config)
+        except ConfigError as e:
+            if e.key_path != "model.name":
+                raise
+            hint = ("; a `laminar train` job is simulated with a calibrated cost file: "
+                    "laminar calibrate RUN_DIR -o cost.json, then --cost cost.json")  # fmt: skip
+            raise ConfigError(e.source, e.key_path, e.detail + hint) from None
     for cls in systems:  # every system's setup before any runs (fail in milliseconds)
-        check_setup(config, cls(config), cost)
+        check_setup(run_cfg, cls(run_cfg), cost)
+    if run_cfg is config:  # a runtime setting (CPU replicas) has no GPU memory to fit
+        _check_memory(config, systems)
     if workload is None:
         workload = load_run_workload(config)
     workload = workload.reset_index(drop=True)
     timings = {"workload": time.perf_counter() - t0}
-    runs = [_run_system(config, cls(config), cost, workload, on_step) for cls in systems]
+    if summary_only and run_cfg.sim.replica_series:
+        run_cfg = run_cfg.model_copy(
+            update={"sim": run_cfg.sim.model_copy(update={"replica_series": False})}
+        )
+    runs = [
+        _run_system(run_cfg, cls(run_cfg), cost, workload, on_step, summary_only)
+        for cls in systems
+    ]
     tables = [t for t, _ in runs]
     for t, took in runs:
         timings.update({f"{t['summary']['system']}.{k}": v for k, v in took.items()})
     summary = pd.DataFrame([t["summary"] for t in tables])
+    spec = "+spec" if config.cluster.hardware_spec else ""
+    summary["hardware"] = config.cluster.hardware + spec
+    summary["model"] = config.model.name
+    for basis, names in efficiency_basis(config).items():
+        summary[f"efficiencies_{basis}"] = names
     extra = [c for c in summary.columns if c not in SUMMARY_COLUMNS]
     return SimResult(
         config=config,
@@ -123,7 +164,27 @@ def simulate(
     )
 
 
-def _run_system(config, system, cost, workload, on_step) -> tuple[dict, dict[str, float]]:
+def _check_memory(config: LaminarConfig, systems) -> None:
+    """Refuse a configuration that does not fit in GPU memory (``laminar.specs.memory``),
+    once for the decoupled split and once for colocated systems, which train on every GPU.
+    A run on a cost file of a model outside the catalog (a calibrated tiny model) has no
+    model facts to check."""
+    if config.sim.cost_file and not _model_known(config):
+        return
+    for colocated in sorted({s.colocated for s in systems}):
+        require_fit(config, trainer_gpus=config.cluster.gpus if colocated else None)
+
+
+def _model_known(config: LaminarConfig) -> bool:
+    from laminar.specs.model import catalog_names
+
+    m = config.model
+    return bool(m.spec or m.hf_config) or m.name in catalog_names()
+
+
+def _run_system(
+    config, system, cost, workload, on_step, summary_only=False
+) -> tuple[dict, dict[str, float]]:
     """One system on a fresh cluster: its tables, and the seconds its phases took."""
     t0 = time.perf_counter()
     cluster = Cluster(config, system, cost, workload)
@@ -135,8 +196,8 @@ def _run_system(config, system, cost, workload, on_step) -> tuple[dict, dict[str
     tables = {
         "summary": summary_row(cluster),
         "steps": steps_frame(cluster),
-        "trajectories": trajectories_frame(cluster, workload),
-        "replicas": replicas_frame(cluster),
+        "trajectories": pd.DataFrame() if summary_only else trajectories_frame(cluster, workload),
+        "replicas": pd.DataFrame() if summary_only else replicas_frame(cluster),
         "faults": faults_frame(cluster),
     }
     return tables, {"run": t1 - t0, "tables": time.perf_counter() - t1}

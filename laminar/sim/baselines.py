@@ -113,7 +113,7 @@ class Verl(GlobalSync):
         """Colocated: every GPU trains and every GPU rolls out, in turn."""
         c = self.cfg.cluster
         gpm = min(c.gpus_per_machine, c.gpus)
-        return GpuSplit(c.gpus, tuple(range(c.gpus // gpm)), gpm // cost.replica_gpus)
+        return GpuSplit.of(c.gpus, tuple(range(c.gpus // gpm)), gpm, cost.replica_gpus)
 
     def start(self, cluster) -> None:
         super().start(cluster)
@@ -200,7 +200,9 @@ class Stream(GlobalSync):
             part = buffer.take(size)
             groups += part
             lens = [t.prompt_len + t.response_len for g in part for t in g.trajs]
-            train_s = cluster.cost.train_s(lens, cluster.split.trainer_gpus)
+            train_s = cluster.cost.train_s(
+                lens, cluster.split.trainer_gpus, old_logprob=self.recomputes_old_logprob
+            )
             total_s += train_s
             busy_until = _work_end(cluster, max(busy_until, env.now), train_s)
         self._trained = (busy_until, total_s)

@@ -20,6 +20,7 @@ from laminar.sim.manager import RolloutManager
 from laminar.sim.pools import ExperienceBuffer, PartialResponsePool, PromptPool
 from laminar.sim.relay import RelayChain
 from laminar.sim.replica import Replica
+from laminar.sim.steady import warmup_steps
 from laminar.sim.systems import GpuSplit, System
 from laminar.sim.trainer import Trainer
 
@@ -29,9 +30,12 @@ def check_setup(cfg: LaminarConfig, system: System, cost: CostModel) -> GpuSplit
     (checked for every system before any runs, so a bad config fails in milliseconds)."""
     c, w = cfg.cluster, cfg.workload
     tp, gpm = cost.replica_gpus, min(c.gpus_per_machine, c.gpus)
-    if tp > gpm or gpm % tp:
+    if (gpm % tp) if tp <= gpm else (tp % gpm):
         raise ConfigError(
-            "config", "model.rollout_tp", f"{tp} must divide gpus_per_machine ({gpm})"
+            "config",
+            "model.rollout_tp",
+            f"a replica's GPUs (rollout_tp x rollout_ep = {tp}) must divide "
+            f"gpus_per_machine ({gpm}) or be whole machines",
         )
     if cfg.sim.rollout_batch_prompts > w.prompts_per_step:
         # More than a global batch per take: the pool would wrap over and over (a hang).
@@ -89,19 +93,20 @@ class Cluster:
         self.weight_waits: list[tuple[float, int, float]] = []  # (t_s, replica index, wait_s)
         self.on_step: Callable[[int], None] | None = None
         self.window: dict | None = None  # stats when the warm-up ended
+        self.warmup_steps = warmup_steps(cfg)  # ``sim.warmup_steps``, ``auto`` resolved
         self.relay = RelayChain(self, list(self.split.rollout_machines))
+        self.core_sharing = system.core_sharing(self)  # None: each replica has its own GPUs
         self.replicas = [
             Replica(self, i, m, self.relay.position_of(m))
-            for i, m in enumerate(
-                m
-                for m in self.split.rollout_machines
-                for _ in range(self.split.replicas_per_machine)
-            )
+            for i, m in enumerate(self.split.replica_machines())
         ]
         self.replica_by_id = {r.rid: r for r in self.replicas}
         self.trainer = Trainer(self)
         repack = cfg.repack.enabled and system.uses_repack
-        self.manager = RolloutManager(self, cfg.repack.interval_s) if repack else None
+        rp = cfg.repack
+        self.manager = (
+            RolloutManager(self, rp.interval_s, rp.max_step_slowdown) if repack else None
+        )
         self.faults = FaultInjector(self) if cfg.faults.events else None
         system.start(self)
 
@@ -117,7 +122,7 @@ class Cluster:
 
     def on_step_done(self, steps_done: int) -> None:
         """The trainer finished a step: mark the end of the warm-up, tick the progress bar."""
-        if steps_done == self.cfg.sim.warmup_steps:
+        if steps_done == self.warmup_steps:
             self.window = self.totals()
         if self.on_step is not None:
             self.on_step(steps_done)
@@ -144,7 +149,7 @@ class Cluster:
 
     def run(self) -> None:
         """Simulate until the trainer finishes its steps or ``sim.max_sim_time_s`` passes."""
-        if self.cfg.sim.warmup_steps == 0:
+        if self.warmup_steps == 0:
             self.window = self.totals()
         limit = self.env.timeout(self.cfg.sim.max_sim_time_s)
         self.env.run(until=self.trainer.done | limit)

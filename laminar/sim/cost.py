@@ -5,8 +5,15 @@ training step, a transfer over a link. A calibrated model only has to supply the
 below, each with a unit and a written source; ``laminar.sim.costdata`` derives them from the
 hardware and model facts in ``laminar/data/*.json`` or reads them back from a JSON file.
 
-The decode step is linear, t(b, kv) = decode_base_s + b·decode_per_seq_s + kv·decode_per_kv_token_s,
-because the event-skipping decode model (``laminar.sim.decode``) sums it in closed form.
+The decode step is linear in the KV, t(b, kv) = fixed(b) + kv·decode_per_kv_token_s, with
+fixed(b) = decode_base_s + b·decode_per_seq_s + experts(b)·decode_per_expert_s, because the
+event-skipping decode model (``laminar.sim.decode``) sums it in closed form while the batch b is
+constant. experts(b) = moe_experts·(1 − (1 − k/moe_experts)^b) is the expected number of routed
+experts a MoE layer reads for b tokens (k = moe_experts_per_token); 0 for dense models.
+
+Coefficients in :data:`OPTIONAL_UNITS` may be left out of a cost file: their defaults are what
+a file written before they existed meant (a dense model, no data-parallel sync charged, the
+old-log-prob forward inside ``train_flop_per_token``).
 """
 
 from __future__ import annotations
@@ -40,6 +47,17 @@ COEFFICIENT_UNITS: dict[str, str] = {
     "rdma_startup_s": "s",  # per RDMA message (the alpha of App. D)
 }
 
+# name -> (unit, default when a cost file leaves it out).
+OPTIONAL_UNITS: dict[str, tuple[str, float]] = {
+    "moe_experts": ("experts", 0.0),  # routed experts per MoE layer; 0: dense
+    "moe_experts_per_token": ("experts", 0.0),  # k: experts each token is routed to
+    "decode_per_expert_s": ("s/expert", 0.0),  # per distinct routed expert read per step
+    "logprob_flop_per_token": ("FLOP/token", 0.0),  # old-log-prob forward, linear layers
+    "logprob_flop_per_token_sq": ("FLOP/token^2", 0.0),  # its causal attention
+    "train_sync_bytes": ("bytes", 0.0),  # gradients all-reduced per step over trainer GPUs
+    "machine_gpus": ("GPUs", 8.0),  # GPUs per machine: beyond it, the sync crosses NICs
+}
+
 LINKS = ("pcie", "nvlink", "rdma")
 
 # Coefficients that divide or count: zero would make a duration infinite or a replica useless.
@@ -52,6 +70,7 @@ POSITIVE = frozenset(
         "pcie_bytes_per_s",
         "nvlink_bytes_per_s",
         "rdma_bytes_per_s",
+        "machine_gpus",
     }
 )
 
@@ -74,9 +93,14 @@ class CostModel:
             raise ValueError(f"cost model lacks coefficients: {', '.join(missing)}")
         self.coefficients = dict(coefficients)
         self.label = label
-        for name in COEFFICIENT_UNITS:
-            setattr(self, name, float(coefficients[name].value))
+        self.coefficients = {
+            **{n: Coefficient(d, u, "default") for n, (u, d) in OPTIONAL_UNITS.items()},
+            **self.coefficients,
+        }
+        for name in (*COEFFICIENT_UNITS, *OPTIONAL_UNITS):
+            setattr(self, name, float(self.coefficients[name].value))
         self.replica_gpus = int(self.replica_gpus)
+        self.machine_gpus = int(self.machine_gpus)
         self.kv_capacity_tokens = int(self.kv_capacity_tokens)
         if self.decode_step_s(1, 0) <= 0:
             raise ValueError("a decode step must take time: decode_base_s + decode_per_seq_s > 0")
@@ -85,11 +109,16 @@ class CostModel:
 
     def decode_step_s(self, batch: int, kv_tokens: float) -> float:
         """Seconds of one decode step of ``batch`` sequences holding ``kv_tokens`` in KV."""
-        return (
-            self.decode_base_s
-            + batch * self.decode_per_seq_s
-            + kv_tokens * self.decode_per_kv_token_s
-        )
+        return self.decode_fixed_s(batch) + kv_tokens * self.decode_per_kv_token_s
+
+    def decode_fixed_s(self, batch: int) -> float:
+        """The part of a decode step that depends on the batch only: weights (dense, and the
+        routed experts the batch touches), all-reduces and all-to-alls, matmul FLOPs."""
+        t = self.decode_base_s + batch * self.decode_per_seq_s
+        if self.moe_experts and batch > 0:
+            e, k = self.moe_experts, self.moe_experts_per_token
+            t += e * (1.0 - (1.0 - k / e) ** batch) * self.decode_per_expert_s
+        return t
 
     def prefill_s(self, lengths: Iterable[int]) -> float:
         """Seconds to prefill one batch of sequences of these lengths (tokens); 0 for none."""
@@ -105,8 +134,10 @@ class CostModel:
             + sq * self.prefill_per_token_sq_s
         )
 
-    def train_s(self, seq_lens: Iterable[int], gpus: int) -> float:
-        """Seconds for ``gpus`` trainer GPUs to train on sequences of these lengths (tokens)."""
+    def train_s(self, seq_lens: Iterable[int], gpus: int, *, old_logprob: bool = True) -> float:
+        """Seconds for ``gpus`` trainer GPUs to train one step on sequences of these lengths
+        (tokens): forward + backward, the old-log-prob forward when ``old_logprob``, and the
+        data-parallel gradient sync at the end of the step (:meth:`train_sync_s`)."""
         if gpus < 1:
             raise ValueError("training needs at least one GPU")
         total = sq = 0
@@ -114,7 +145,21 @@ class CostModel:
             total += n
             sq += n * n
         flop = total * self.train_flop_per_token + sq * self.train_flop_per_token_sq
-        return flop / (gpus * self.train_flop_per_s_per_gpu)
+        if old_logprob:
+            flop += total * self.logprob_flop_per_token + sq * self.logprob_flop_per_token_sq
+        return flop / (gpus * self.train_flop_per_s_per_gpu) + self.train_sync_s(gpus)
+
+    def train_sync_s(self, gpus: int) -> float:
+        """Seconds of the gradient all-reduce (reduce-scatter + all-gather, ring: 2(g-1)/g of
+        the bytes through each GPU) that ends a step on ``gpus`` data-parallel GPUs: over
+        NVLink inside a machine, else over each GPU's share of its machine's NICs."""
+        if gpus <= 1 or not self.train_sync_bytes:
+            return 0.0
+        if gpus <= self.machine_gpus:
+            bw = self.nvlink_bytes_per_s
+        else:
+            bw = self.rdma_bytes_per_s / self.machine_gpus
+        return 2 * (gpus - 1) / gpus * self.train_sync_bytes / bw
 
     def transfer_s(self, nbytes: float, link: str) -> float:
         """Seconds to move ``nbytes`` over one ``link`` (``pcie``, ``nvlink`` or ``rdma``)."""
@@ -167,7 +212,10 @@ def load_cost_file(path: str | Path) -> CostModel:
     out: dict[str, Coefficient] = {}
     for name, unit in COEFFICIENT_UNITS.items():
         out[name] = _read_coefficient(str(p), name, unit, table.get(name))
-    unknown = sorted(set(table) - set(COEFFICIENT_UNITS))
+    for name, (unit, _) in OPTIONAL_UNITS.items():
+        if name in table:
+            out[name] = _read_coefficient(str(p), name, unit, table[name])
+    unknown = sorted(set(table) - set(COEFFICIENT_UNITS) - set(OPTIONAL_UNITS))
     if unknown:
         raise ConfigError(str(p), f"coefficients.{unknown[0]}", "unknown coefficient")
     return CostModel(out, str(data.get("label", p.name)))

@@ -1,190 +1,248 @@
-"""Derive cost-model coefficients from hardware and model facts (``laminar/data/*.json``).
+"""Derive cost-model coefficients from model and hardware facts (``laminar.specs``).
 
-Each fact in the data files carries its value, unit and source. The derivations below turn them
-into the coefficients of :class:`laminar.sim.cost.CostModel`; each derived coefficient's source
-string records the formula and the numbers that went in, so ``cost_model.json`` in a run
-directory explains itself. Model facts: DESIGN.md's table (Qwen2.5 config.json files).
+The model's facts come from its Hugging Face config.json (``laminar.specs.model``: catalog,
+``model.hf_config`` or ``model.spec``), the GPU's from ``laminar/data/hardware.json``
+(``laminar.specs.hardware``, with ``cluster.hardware_spec`` over it). The derivations below ask
+those for derived facts (weight bytes, KV bytes per token, FLOPs per token, experts a batch
+touches), never raw config keys, and each coefficient's source string records the formula
+and the numbers that went in, so ``cost_model.json`` in a run directory explains itself.
 
-Decode is memory-bound at rollout batch sizes (DESIGN.md): a step reads the weights once per
-replica plus the K and V of every cached token; the per-sequence term is the matmul FLOPs. The
-three efficiencies come from DistServe's fitted vLLM profile (see ``hardware.json``).
+Decode is memory-bound at rollout batch sizes (DESIGN.md): a step reads the dense weights once
+per replica, the routed experts its batch touches, and the K and V of every cached token; the
+per-sequence term is the matmul FLOPs (and, with expert parallelism, the all-to-all bytes).
+The trainer's terms are in ``laminar.sim.costtrain``.
 """
 
 from __future__ import annotations
 
-import json
-from importlib import resources
-from typing import Any
-
 from laminar.config import LaminarConfig
 from laminar.errors import ConfigError
 from laminar.sim.cost import Coefficient, CostModel, load_cost_file
-
-BYTES_PER_PARAM = {"bfloat16": 2, "float16": 2, "float32": 4}
-
-# Trainer FLOPs per token in units of the parameter count: forward + backward of the policy
-# (6N, Kaplan et al. 2020) plus one forward to recompute the old policy's log-probs (2N), as
-# GRPO trainers such as verl do before the update. DAPO drops the KL term, so no reference model.
-TRAIN_FLOP_PER_PARAM_TOKEN = 8
-
-
-def _table(name: str) -> dict[str, Any]:
-    text = (resources.files("laminar") / "data" / name).read_text()
-    return json.loads(text)
-
-
-def hardware_names() -> list[str]:
-    """Hardware presets shipped in ``laminar/data/hardware.json``."""
-    return sorted(_table("hardware.json"))
+from laminar.sim.costtrain import derive_links, derive_train
+from laminar.specs.hardware import HardwareSpec, catalog_hardware, hardware_names, hardware_spec
+from laminar.specs.memory import rollout_replica, weight_bytes
+from laminar.specs.model import BYTES_PER_DTYPE, ModelSpec, catalog_names, catalog_spec, model_spec
+from laminar.specs.trainer import train_mfu
 
 
 def model_names() -> list[str]:
-    """Model presets shipped in ``laminar/data/models.json``."""
-    return sorted(_table("models.json"))
-
-
-def _facts(table: str, name: str, key_path: str) -> dict[str, float]:
-    data = _table(table)
-    if name not in data:
-        raise ConfigError("config", key_path, f"unknown preset {name!r}; known: {', '.join(data)}")
-    return {k: float(v["value"]) for k, v in data[name]["facts"].items()}
+    """Models shipped in the catalog (``laminar/data/models/``)."""
+    return catalog_names()
 
 
 def cost_model_for(cfg: LaminarConfig) -> CostModel:
-    """The cost model a run uses: ``sim.cost_file`` when given, else derived from the presets."""
+    """The cost model a run uses: ``sim.cost_file`` when given, else derived from the specs."""
     if cfg.sim.cost_file:
         return load_cost_file(cfg.sim.cost_file)
-    return derive(
-        cfg.cluster.hardware,
-        cfg.model.name,
-        tp=cfg.model.rollout_tp,
-        dtype=cfg.model.dtype,
+    m = cfg.model
+    return derive_specs(
+        hardware_spec(cfg.cluster),
+        model_spec(m),
+        tp=m.rollout_tp,
+        ep=m.rollout_ep,
+        dtype=m.dtype,
+        quant=m.rollout_quant,
         memory_utilization=cfg.sim.gpu_memory_utilization,
+        gpus_per_machine=min(cfg.cluster.gpus_per_machine, cfg.cluster.gpus),
     )
 
 
+def efficiency_basis(cfg: LaminarConfig) -> dict[str, str]:
+    """Which efficiencies the run's cost model rests on, by basis: ``calibrated`` and
+    ``assumed`` (``;``-separated names; ``config`` ones set by ``cluster.hardware_spec`` count
+    as assumed), for ``summary.csv``. A cost file's coefficients are all ``cost_file``."""
+    if cfg.sim.cost_file:
+        return {"calibrated": f"cost_file {cfg.sim.cost_file}", "assumed": ""}
+    hw = hardware_spec(cfg.cluster)
+    by = hw.basis()
+    mfu = train_mfu(hw.arch, 1e9)
+    calibrated = [*by.get("calibrated", []), *(["train_mfu"] if mfu.basis == "calibrated" else [])]
+    assumed = [*by.get("assumed", []), *by.get("config", [])]
+    assumed += ["train_mfu"] if mfu.basis != "calibrated" else []
+    return {"calibrated": ";".join(calibrated), "assumed": ";".join(assumed)}
+
+
 def derive(
-    hardware: str, model: str, *, tp: int, dtype: str = "bfloat16", memory_utilization: float = 0.9
+    hardware: str,
+    model: str,
+    *,
+    tp: int,
+    ep: int = 1,
+    dtype: str = "bfloat16",
+    quant: str = "none",
+    memory_utilization: float = 0.9,
 ) -> CostModel:
-    """Coefficients for one rollout replica of ``tp`` GPUs of ``hardware`` serving ``model``."""
-    hw = _facts("hardware.json", hardware, "cluster.hardware")
-    m = _facts("models.json", model, "model.name")
-    nbytes = BYTES_PER_PARAM[dtype]
-    weight_bytes = m["params"] * nbytes
-    kv_bytes_per_token = 2 * m["layers"] * m["kv_heads"] * m["head_dim"] * nbytes
+    """Coefficients for one ``tp`` x ``ep`` rollout replica of catalog ``model`` on catalog
+    ``hardware`` (8 GPUs a machine)."""
+    return derive_specs(
+        catalog_hardware(hardware),
+        catalog_spec(model),
+        tp=tp,
+        ep=ep,
+        dtype=dtype,
+        quant=quant,
+        memory_utilization=memory_utilization,
+    )
+
+
+class _Cfg:
+    """The few config fields the memory helpers read, for :func:`derive_specs` callers
+    without a whole config."""
+
+    def __init__(self, dtype: str, quant: str, util: float):
+        self.model = type("M", (), {"dtype": dtype, "rollout_quant": quant})()
+        self.sim = type("S", (), {"gpu_memory_utilization": util})()
+
+
+def derive_specs(
+    hw: HardwareSpec,
+    m: ModelSpec,
+    *,
+    tp: int,
+    ep: int = 1,
+    dtype: str = "bfloat16",
+    quant: str = "none",
+    memory_utilization: float = 0.9,
+    gpus_per_machine: int = 8,
+) -> CostModel:
+    """Coefficients for one ``tp`` x ``ep`` replica of ``m`` on ``hw`` (see module doc)."""
+    if ep > 1 and not m.is_moe:
+        raise ConfigError("config", "model.rollout_ep", f"{m.name} has no experts; use 1")
     c: dict[str, Coefficient] = {}
 
     def put(name: str, value: float, unit: str, why: str) -> None:
         c[name] = Coefficient(value, unit, why)
 
-    put("replica_gpus", tp, "GPUs", f"model.rollout_tp = {tp}")
-    put("weight_bytes", weight_bytes, "bytes", f"params {m['params']:.4g} x {nbytes} B ({dtype})")
-    _derive_memory(put, hw, weight_bytes, kv_bytes_per_token, tp, memory_utilization)
-    _derive_decode(put, hw, m, weight_bytes, kv_bytes_per_token, tp)
-    _derive_train(put, hw, m)
-    _derive_links(put, hw)
-    return CostModel(c, f"{hardware} / {model} / tp={tp}")
+    dense, routed = weight_bytes(m, dtype, quant)
+    wdesc = f"{quant} linear layers" if quant != "none" else dtype
+    put("replica_gpus", tp * ep, "GPUs", f"model.rollout_tp {tp} x model.rollout_ep {ep}")
+    put(
+        "weight_bytes",
+        dense + routed,
+        "bytes",
+        f"{m.name}: {m.total_params / 1e9:.4g}B params from config.json ({m.source}), {wdesc}",
+    )
+    replica = rollout_replica(_Cfg(dtype, quant, memory_utilization), m, hw, tp, ep)
+    _derive_memory(put, hw, m, replica, memory_utilization)
+    _derive_decode(put, hw, m, (dense, routed, dtype), tp, ep, quant, gpus_per_machine)
+    _derive_prefill(put, hw, m, dense + routed, tp, ep, quant, gpus_per_machine)
+    derive_train(put, hw, m, dtype)
+    derive_links(put, hw, gpus_per_machine)
+    return CostModel(c, f"{hw.name} / {m.name} / tp={tp}" + (f" ep={ep}" if ep > 1 else ""))
 
 
-def _derive_memory(put, hw, weight_bytes, kv_bytes_per_token, tp, util) -> None:
-    free = hw["gpu_memory_bytes"] * util - weight_bytes / tp - hw["activation_reserve_bytes"]
-    if free <= 0:
+def _derive_memory(put, hw, m, replica, util) -> None:
+    if replica.free_bytes_per_gpu <= 0:
         raise ConfigError(
             "config",
             "model.rollout_tp",
-            f"the weights ({weight_bytes / tp / 1e9:.1f} GB per GPU at tp={tp}) leave no room "
-            "for a KV cache; raise model.rollout_tp",
+            f"the weights ({replica.weight_bytes_per_gpu / 1e9:.1f} GB per GPU at "
+            f"tp={replica.tp}, ep={replica.ep}) leave no room for a KV cache; raise "
+            "model.rollout_tp (or model.rollout_ep, model.rollout_quant=fp8)",
         )
-    tokens = int(free * tp // kv_bytes_per_token)
+    tokens = replica.kv_tokens_per_group * replica.ep
     put(
         "kv_capacity_tokens",
         tokens,
         "tokens",
         f"(gpu_memory {hw['gpu_memory_bytes']:.4g} B x sim.gpu_memory_utilization {util} - "
-        f"weights/tp - activation_reserve {hw['activation_reserve_bytes']:.3g} B) x tp {tp} / "
-        f"KV {kv_bytes_per_token:.0f} B/token (2 x layers x kv_heads x head_dim x bytes)",
+        f"weights per GPU {replica.weight_bytes_per_gpu:.4g} B - activation_reserve "
+        f"{hw['activation_reserve_bytes']:.3g} B) / KV {replica.kv_bytes_per_token_per_gpu:.0f} "
+        f"B/token per GPU ({m.kv_bytes_per_token(2) // 2} elements/token over "
+        f"{m.kv_shards(replica.tp)} TP shard(s)) x ep {replica.ep} attention groups",
     )
 
 
-def _derive_decode(put, hw, m, weight_bytes, kv_bytes_per_token, tp) -> None:
+def _derive_decode(put, hw, m: ModelSpec, weights, tp, ep, quant, gpm) -> None:
+    dense, routed, dtype = weights
     hbm = hw["hbm_bytes_per_s"]
-    peak = hw["peak_flops"]
-    allreduce = 0.0 if tp == 1 else 2 * m["layers"] * hw["tp_allreduce_s"]
-    read_s = weight_bytes / tp / (hbm * hw["decode_weight_bw_efficiency"])
+    w_eff, kv_eff = hw.facts["decode_weight_bw_efficiency"], hw.facts["decode_kv_bw_efficiency"]
+    peak = hw.peak_flops(quant == "fp8")
+    f_eff = hw.facts["decode_flops_efficiency"]
+    allreduce = 0.0 if tp == 1 else 2 * m.layers * hw["tp_allreduce_s"]
+    a2a_base, a2a_per_seq, link = _alltoall(hw, m, tp, ep, gpm)
     put(
         "decode_base_s",
-        read_s + allreduce,
+        dense / tp / (hbm * w_eff.value) + allreduce + a2a_base,
         "s",
-        f"weights/tp / (hbm {hbm:.3g} B/s x {hw['decode_weight_bw_efficiency']}) + "
-        f"{'2 x layers x tp_allreduce_s' if tp > 1 else 'no TP all-reduce at tp=1'}",
+        f"dense weights/tp / (hbm {hbm:.3g} B/s x {w_eff.value} [{w_eff.cite()}]) + "
+        f"{'2 x layers x tp_allreduce_s' if tp > 1 else 'no TP all-reduce at tp=1'}"
+        + (f" + 2 x moe_layers x alltoall_startup_s (EP {ep})" if ep > 1 else ""),
     )
     put(
         "decode_per_seq_s",
-        2 * m["params"] / tp / (peak * hw["decode_flops_efficiency"]),
+        m.linear_flop_per_token / (tp * ep) / (peak * f_eff.value) + a2a_per_seq,
         "s/sequence",
-        f"2 x params/tp FLOP / (peak {peak:.4g} FLOP/s x {hw['decode_flops_efficiency']})",
+        f"2 x active params ({m.active_params / 1e9:.4g}B, embeddings excepted) / (tp x ep) "
+        f"FLOP / (peak {peak:.4g} FLOP/s x {f_eff.value} [{f_eff.cite()}])"
+        + (f" + all-to-all of k x hidden x 2 B x 2 per MoE layer over {link}" if ep > 1 else ""),
     )
+    kv_bytes = m.kv_bytes_per_token(BYTES_PER_DTYPE[dtype])  # KV stays in dtype, fp8 or not
     put(
         "decode_per_kv_token_s",
-        kv_bytes_per_token / tp / (hbm * hw["decode_kv_bw_efficiency"]),
+        kv_bytes / m.kv_shards(tp) / ep / (hbm * kv_eff.value),
         "s/token",
-        f"KV {kv_bytes_per_token:.0f} B/token / tp / (hbm x {hw['decode_kv_bw_efficiency']})",
+        f"KV {kv_bytes} B/token / {m.kv_shards(tp)} TP shard(s) / ep {ep} / (hbm x "
+        f"{kv_eff.value} [{kv_eff.cite()}])",
     )
-    eff = hw["prefill_flops_efficiency"]
-    put("prefill_base_s", read_s + allreduce, "s", "as decode_base_s: one pass over the weights")
+    put("moe_experts", m.experts, "experts", "config.json routed experts (0: dense)")
+    put("moe_experts_per_token", m.experts_per_token, "experts", "config.json experts per token")
+    expert_bytes = routed / max(1, m.moe_layers * m.experts) if m.is_moe else 0.0
+    put(
+        "decode_per_expert_s",
+        m.moe_layers * expert_bytes / (tp * ep) / (hbm * w_eff.value) if m.is_moe else 0.0,
+        "s/expert",
+        f"moe_layers {m.moe_layers} x one expert's bytes {expert_bytes:.4g} / (tp x ep) / (hbm x "
+        f"{w_eff.value}); a step reads E(1-(1-k/E)^b) experts a layer",
+    )
+
+
+def _alltoall(hw, m: ModelSpec, tp, ep, gpm) -> tuple[float, float, str]:
+    """(per-step latency, per-sequence seconds, link) of the EP all-to-alls of a decode step:
+    dispatch and combine per MoE layer, each token's hidden state (16-bit) to k experts, the
+    share (ep-1)/ep leaving the GPU, spread over the replica's tp x ep GPUs."""
+    if ep <= 1:
+        return 0.0, 0.0, ""
+    in_domain = tp * ep <= min(gpm, hw["nvlink_domain_gpus"])
+    bw = hw["nvlink_bytes_per_s"] if in_domain else hw.machine_nic_bytes_per_s / gpm
+    per_seq = 2 * m.moe_layers * m.experts_per_token * m.hidden * 2 * (ep - 1) / ep / (tp * ep) / bw
+    return 2 * m.moe_layers * hw["alltoall_startup_s"], per_seq, "NVLink" if in_domain else "NICs"
+
+
+def _derive_prefill(put, hw, m: ModelSpec, all_bytes, tp, ep, quant, gpm) -> None:
+    hbm = hw["hbm_bytes_per_s"]
+    w_eff = hw.facts["decode_weight_bw_efficiency"]
+    eff = hw.facts["prefill_flops_efficiency"]
+    peak = hw.peak_flops(quant == "fp8")
+    allreduce = 0.0 if tp == 1 else 2 * m.layers * hw["tp_allreduce_s"]
+    put(
+        "prefill_base_s",
+        all_bytes / (tp * ep) / (hbm * w_eff.value) + allreduce,
+        "s",
+        "one pass over all weights (every expert) per prefill batch, as decode_base_s",
+    )
+    _, a2a_per_token, _ = _alltoall(hw, m, tp, ep, gpm)
     put(
         "prefill_per_token_s",
-        2 * m["params"] / tp / (peak * eff),
+        m.linear_flop_per_token / (tp * ep) / (peak * eff.value) + a2a_per_token,
         "s/token",
-        f"2 x params/tp FLOP / (peak x prefill_flops_efficiency {eff})",
+        f"2 x active params / (tp x ep) FLOP / (peak x prefill_flops_efficiency {eff.value} "
+        f"[{eff.cite()}])" + (" + the EP all-to-all bytes of a token, as decode" if ep > 1 else ""),
     )
     put(
         "prefill_per_token_sq_s",
-        2 * m["layers"] * m["hidden"] / tp / (peak * eff),
+        m.attn_flop_per_token_sq / (tp * ep) / (peak * eff.value),
         "s/token^2",
-        "causal attention QK^T and AV: 2 x 2 x layers x hidden FLOP per token pair, half the "
-        "pairs -> 2 x layers x hidden / tp per squared length, at prefill efficiency",
+        "causal attention QK^T and AV: layers x heads x (qk_dim + v_dim) FLOP per squared length "
+        f"(attention width {m.attention_width}, not hidden) / (tp x ep), at prefill efficiency",
     )
 
 
-def _derive_train(put, hw, m) -> None:
-    k = TRAIN_FLOP_PER_PARAM_TOKEN
-    put(
-        "train_flop_per_token",
-        k * m["params"],
-        "FLOP/token",
-        f"{k} x params: fwd+bwd 6N (Kaplan et al. 2020) + 2N old-log-prob forward (GRPO)",
-    )
-    put(
-        "train_flop_per_token_sq",
-        k * m["layers"] * m["hidden"],
-        "FLOP/token^2",
-        f"causal attention: 2 x layers x hidden per squared length per forward, x {k // 2} "
-        "forward-equivalents (fwd+bwd = 3, old-log-prob = 1)",
-    )
-    put(
-        "train_flop_per_s_per_gpu",
-        hw["peak_flops"] * hw["train_mfu"],
-        "FLOP/s",
-        f"peak {hw['peak_flops']:.4g} FLOP/s x train_mfu {hw['train_mfu']}",
-    )
-
-
-def _derive_links(put, hw) -> None:
-    put(
-        "pcie_bytes_per_s",
-        hw["pcie_bytes_per_s"] * hw["pcie_efficiency"],
-        "bytes/s",
-        f"PCIe {hw['pcie_bytes_per_s']:.3g} B/s x efficiency {hw['pcie_efficiency']}",
-    )
-    put("nvlink_bytes_per_s", hw["nvlink_bytes_per_s"], "bytes/s", "datasheet (hardware.json)")
-    put(
-        "rdma_bytes_per_s",
-        hw["nic_bytes_per_s"] * hw["rdma_efficiency"],
-        "bytes/s",
-        f"machine NICs {hw['nic_bytes_per_s']:.3g} B/s x efficiency {hw['rdma_efficiency']}",
-    )
-    put("rdma_startup_s", hw["rdma_startup_s"], "s", "paper App. D.3 (hardware.json)")
-
-
-__all__ = ["cost_model_for", "derive", "hardware_names", "load_cost_file", "model_names"]
+__all__ = [
+    "cost_model_for",
+    "derive",
+    "derive_specs",
+    "hardware_names",
+    "load_cost_file",
+    "model_names",
+]

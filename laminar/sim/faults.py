@@ -93,7 +93,8 @@ class FaultInjector:
 
     def _replicas_on(self, machine_index: int) -> list:
         machine = self.cluster.split.rollout_machines[machine_index]
-        return [r for r in self.cluster.replicas if r.machine == machine]
+        split = self.cluster.split
+        return [r for r in self.cluster.replicas if machine in split.machines_of(r.machine)]
 
     def _machine_down(self, machine_index: int, recover_s: float) -> None:
         """§3.3: the machine's replicas stop; their work goes to healthy replicas."""

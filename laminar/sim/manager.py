@@ -6,6 +6,10 @@ source leaves for its destination, where it waits to be re-prefilled (prompt plu
 generated so far; the destination charges that prefill when it admits them). The emptied
 source frees up, pulls the newest weights and takes new prompts (§5.1).
 
+Each snapshot carries the replica's decode-step cost (from the cost model) and
+``repack.max_step_slowdown``, so the policy keeps a destination's step within the bound (§8.4:
+repack does not lengthen generation).
+
 Replicas whose KV use is not falling cannot be candidates (``laminar.policy.repack.is_candidate``
 decides, on a snapshot without trajectories); only the others get a full snapshot, which keeps a
 check over a thousand replicas cheap (see ``_snapshots``).
@@ -13,18 +17,25 @@ check over a thousand replicas cheap (see ``_snapshots``).
 
 from __future__ import annotations
 
+import math
+
 import simpy
 
-from laminar.policy.repack import ReplicaState, is_candidate, plan_repack
+from laminar.policy.repack import ReplicaState, StepCost, is_candidate, plan_repack
 
 
 class RolloutManager:
     """Repack over the cluster's replicas; one SimPy process for the periodic checks."""
 
-    def __init__(self, cluster, interval_s: float):
+    def __init__(self, cluster, interval_s: float, max_step_slowdown: float = 0.0):
         self.env: simpy.Environment = cluster.env
         self.cluster = cluster
         self.interval_s = interval_s
+        cost = cluster.cost
+        self.step_cost = StepCost(
+            cost.decode_base_s, cost.decode_per_seq_s, cost.decode_per_kv_token_s
+        )
+        self.max_step_slowdown = max_step_slowdown or math.inf  # config 0: unbounded
         self.kv_prev: dict[str, tuple[int, int]] = {}  # replica -> (batch number, KV tokens)
         self.checks = 0
         self.moves = 0
@@ -53,7 +64,7 @@ class RolloutManager:
                 continue
             state = ReplicaState(r.rid, r.version, r.capacity, kv, prev, r.max_batch)
             if is_candidate(state) and len(r.running) + len(r.waiting) < r.max_batch:
-                snaps.append(r.snapshot(prev))
+                snaps.append(r.snapshot(prev, self.step_cost, self.max_step_slowdown))
         return snaps
 
     def after_update(self) -> None:
@@ -64,7 +75,6 @@ class RolloutManager:
         """One repack check; returns the number of moves carried out."""
         self.checks += 1
         moves = plan_repack(self._snapshots())
-        by_id = self.cluster.replica_by_id
         by_id = self.cluster.replica_by_id
         for move in moves:
             src, dst = by_id[move.src], by_id[move.dst]

@@ -11,6 +11,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("gpus", "GPUs (trainer + rollout)", "split"),
     ("replicas", "rollout replicas", "int"),
     ("steps", "trainer steps", "int"),
+    ("warmup_steps", "warm-up steps left out", "int"),
     ("sim_time_s", "simulated time (s)", "f1"),
     ("step_time_s_mean", "step time, mean (s)", "f2"),
     ("train_tokens_per_s", "training throughput (tokens/s)", "big"),
@@ -27,6 +28,8 @@ ROWS: list[tuple[str, str, str]] = [
 
 def _fmt(kind: str, row: pd.Series, col: str) -> str:
     v = row[col]
+    if col not in row:
+        return "-"
     if kind == "split":
         return f"{int(v)} ({int(row['trainer_gpus'])} + {int(row['rollout_gpus'])})"
     if isinstance(v, float) and math.isnan(v):
@@ -54,4 +57,21 @@ def summary_table(summary: pd.DataFrame) -> str:
     for i, label in enumerate(labels):
         cells = "  ".join(cols[s][i].rjust(widths[s]) for s in cols)
         lines.append(f"{label.ljust(width)}  {cells}")
-    return "\n".join(lines)
+    return "\n".join([*lines, "", *steady_notes(summary)])
+
+
+def steady_notes(summary: pd.DataFrame) -> list[str]:
+    """One line per system on whether its figures are steady-state ones (laminar.sim.steady)."""
+    if "steady_state" not in summary:
+        return []
+    out = []
+    for _, row in summary.iterrows():
+        state = str(row["steady_state"])
+        if state == "steady":
+            out.append(f"{row['system']}: steady state (no trend after the warm-up)")
+        else:
+            out.append(
+                f"{row['system']}: NOT steady state, the run is too short ({state}); raise "
+                "workload.steps (or sim.warmup_steps, if the trend is the warm-up's)"
+            )
+    return out

@@ -1,8 +1,8 @@
 """Tables out of a finished :class:`~laminar.sim.cluster.Cluster` (one system).
 
 Rates and utilisations are measured over a window: from the end of trainer step
-``sim.warmup_steps`` (0: the start) to the end of the last step, as the paper averages after a
-warm-up (§8). Definitions (all per system):
+``sim.warmup_steps`` (0: the start; ``auto``: a quarter of the steps) to the end of the last
+step, as the paper averages after a warm-up (§8). Definitions (all per system):
 
 - ``train_tokens_per_s``: prompt + response tokens of the trajectories trained in the window,
   per second (the paper's training throughput);
@@ -12,7 +12,9 @@ warm-up (§8). Definitions (all per system):
   waiting for prompts or for the trainer to make room);
 - ``staleness_mean`` / ``staleness_max``: over trajectories trained in the window (§6);
 - ``actor_stall_s_mean``: trainer seconds per step spent handing weights over (§4);
-- ``weight_wait_s_mean``: seconds per weight load a rollout spends, over loads in the window.
+- ``weight_wait_s_mean``: seconds per weight load a rollout spends, over loads in the window;
+- ``warmup_steps``: the steps left out; ``steady_state``: ``steady``, or why the window's
+  figures may not be steady-state ones (``laminar.sim.steady``: a trend test on its steps).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from laminar.sim.cluster import Cluster
+from laminar.sim.steady import steady_state
 
 SUMMARY_COLUMNS = [
     "system",
@@ -48,6 +51,8 @@ SUMMARY_COLUMNS = [
     "moved_trajectories",
     "reprefill_tokens",
     "decoded_tokens",
+    "warmup_steps",
+    "steady_state",
 ]
 
 
@@ -70,11 +75,13 @@ def summary_row(c: Cluster) -> dict:
         "moved_trajectories": c.manager.moved_trajectories if c.manager else 0,
         "reprefill_tokens": sum(r.reprefill_tokens for r in c.replicas),
         "decoded_tokens": int(end["decoded"]),
+        "warmup_steps": c.warmup_steps,
+        "steady_state": steady_state(steps, c.warmup_steps),
     }
     start = c.window
     window_s = end["t_s"] - start["t_s"] if start is not None else 0.0
     row["window_s"] = window_s
-    win = steps[steps["step"] >= c.cfg.sim.warmup_steps] if len(steps) else steps
+    win = steps[steps["step"] >= c.warmup_steps] if len(steps) else steps
     if window_s <= 0 or len(win) == 0:  # no step after the warm-up (a run cut by max time)
         nan = math.nan
         row.update(dict.fromkeys(set(SUMMARY_COLUMNS) - set(row), nan))

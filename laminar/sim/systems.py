@@ -12,7 +12,7 @@ chain, rollout manager, pools. A :class:`System` decides only what differs betwe
 
 The base class is Laminar itself (trajectory-level asynchrony, relay pulls, repack); a baseline
 is a small subclass that overrides the hooks it changes (``laminar.sim.baselines`` holds
-verl, one-step, stream and partial rollout; :func:`all_systems` lists every one).
+verl, one-step, stream and partial rollout; ``laminar.sim.registry`` names every one).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from laminar.config import LaminarConfig
-from laminar.errors import ConfigError
 from laminar.sim.cost import CostModel
+from laminar.specs.memory import decoupled_trainer_gpus
 
 Proc = Generator[Any, Any, Any]  # a SimPy process body (``yield from`` it)
 
@@ -36,11 +36,33 @@ class GpuSplit:
     trainer_gpus: int
     rollout_machines: tuple[int, ...]
     replicas_per_machine: int
+    machines_per_replica: int = 1
+    """Above 1, a replica spans this many machines (TP x EP beyond one machine)."""
+
+    @classmethod
+    def of(cls, trainer_gpus: int, rollout_machines: tuple[int, ...], gpm: int, replica_gpus: int):
+        """Replicas of ``replica_gpus`` on ``rollout_machines`` of ``gpm`` GPUs each."""
+        if replica_gpus <= gpm:
+            return cls(trainer_gpus, rollout_machines, gpm // replica_gpus)
+        return cls(trainer_gpus, rollout_machines, 1, replica_gpus // gpm)
 
     @property
     def replicas(self) -> int:
         """Rollout replicas in the cluster."""
+        if self.machines_per_replica > 1:
+            return len(self.rollout_machines) // self.machines_per_replica
         return len(self.rollout_machines) * self.replicas_per_machine
+
+    def replica_machines(self) -> list[int]:
+        """The (first) machine of every replica, in replica order."""
+        k = self.machines_per_replica
+        if k > 1:
+            return [self.rollout_machines[i * k] for i in range(self.replicas)]
+        return [m for m in self.rollout_machines for _ in range(self.replicas_per_machine)]
+
+    def machines_of(self, first: int) -> range:
+        """The machines of the replica whose first machine is ``first``."""
+        return range(first, first + self.machines_per_replica)
 
 
 class System:
@@ -57,6 +79,10 @@ class System:
     staleness_bound: ClassVar[int | None] = None  # η; None: no configured bound (§6)
     uses_repack: ClassVar[bool] = True  # honours ``repack.enabled``
     fault_domain: ClassVar[str] = "component"  # "job": any fault restarts everything (faults.py)
+    # The trainer recomputes the old policy's log-probs with one more forward before the
+    # update: Laminar's trainer is verl's (§7), whose actor runs compute_log_prob every step;
+    # the verl-based baselines do the same; AReaL's decoupled loss recomputes them too.
+    recomputes_old_logprob: ClassVar[bool] = True
 
     def __init__(self, cfg: LaminarConfig):
         self.cfg = cfg
@@ -73,12 +99,10 @@ class System:
         tp = cost.replica_gpus
         gpm = min(c.gpus_per_machine, c.gpus)
         machines = c.gpus // gpm
+        trainer_gpus = decoupled_trainer_gpus(c, tp)  # one rule for the sim and the fit check
         if machines >= 2:
-            trainer_machines = min(machines - 1, max(1, round(c.trainer_fraction * machines)))
-            per_machine = gpm // tp
-            rollout = tuple(range(trainer_machines, machines))
-            return GpuSplit(trainer_machines * gpm, rollout, per_machine)
-        trainer_gpus = min(gpm - tp, max(1, round(c.trainer_fraction * gpm)))
+            rollout = tuple(range(trainer_gpus // gpm, machines))
+            return GpuSplit.of(trainer_gpus, rollout, gpm, tp)
         return GpuSplit(trainer_gpus, (0,), (gpm - trainer_gpus) // tp)
 
     def batch_groups(self, split: GpuSplit) -> int:
@@ -112,6 +136,20 @@ class System:
             replica.version = newest
             cluster.record_weight_wait(replica, wait_s)
 
+    def deliver(self, cluster, group) -> None:
+        """A group's last trajectory finished: it enters the experience buffer (at once)."""
+        cluster.buffer.put(group)
+
+    def top_up(self, cluster, replica) -> None:
+        """Called after a replica retired trajectories, with more still running: a system
+        that refills a busy replica (the runtime's laminar mode) does it here. Laminar waits
+        until the replica is empty (``refill``)."""
+
+    def core_sharing(self, cluster):
+        """What slows replicas that share hardware (``laminar.sim.local.CoreSharing``); None:
+        every replica has its own GPUs."""
+        return None
+
     def start(self, cluster) -> None:
         """Called once the cluster is wired, before it runs: start any process of the system's
         own (the baselines' round dispatchers). Laminar has none."""
@@ -130,7 +168,9 @@ class System:
         """Train one step on ``groups`` (``seq_lens``: their trajectories' tokens); returns the
         training seconds. Faults that take the trainer down (``laminar.sim.faults``) restart
         the step from its checkpoint."""
-        train_s = cluster.cost.train_s(seq_lens, cluster.split.trainer_gpus)
+        train_s = cluster.cost.train_s(
+            seq_lens, cluster.split.trainer_gpus, old_logprob=self.recomputes_old_logprob
+        )
         yield from cluster.trainer_work(train_s)
         return train_s
 
@@ -154,26 +194,3 @@ class Laminar(System):
 
 
 SYSTEMS: dict[str, type[System]] = {"laminar": Laminar}
-
-
-def all_systems() -> dict[str, type[System]]:
-    """Every system by name: :data:`SYSTEMS` and the baselines of ``laminar.sim.baselines``."""
-    from laminar.sim.baselines import BASELINES  # here: the baselines subclass System
-
-    return {**SYSTEMS, **{s.name: s for s in BASELINES}}
-
-
-def resolve_systems(names: list[str]) -> list[type[System]]:
-    """The system classes for ``sim.systems`` (``all``: every registered system)."""
-    registry = all_systems()
-    out: list[type[System]] = []
-    for name in names:
-        if name == "all":
-            out += [s for s in registry.values() if s not in out]
-        elif name in registry:
-            if registry[name] not in out:
-                out.append(registry[name])
-        else:
-            known = ", ".join([*registry, "all"])
-            raise ConfigError("config", "sim.systems", f"unknown system {name!r}; known: {known}")
-    return out

@@ -2,23 +2,39 @@
 
 from __future__ import annotations
 
+import math
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from laminar.policy.repack import (
     Move,
     ReplicaState,
+    StepCost,
     TrajectoryState,
     is_candidate,
     plan_repack,
 )
 
 
-def rep(rid, version=0, cap=1000, used=None, prev=None, batch=8, lens=()):
+def rep(rid, version=0, cap=1000, used=None, prev=None, batch=8, lens=(), cost=None, slow=math.inf):
     trajs = tuple(TrajectoryState(f"{rid}/t{i}", n) for i, n in enumerate(lens))
     used = sum(lens) if used is None else used
     prev = used + 1 if prev is None else prev
-    return ReplicaState(rid, version, cap, used, prev, batch, trajs)
+    return ReplicaState(rid, version, cap, used, prev, batch, trajs, cost, slow)
+
+
+@st.composite
+def step_bounds(draw):
+    """No step model (capacity and B only), or a linear one with a slowdown bound."""
+    if draw(st.booleans()):
+        return None, math.inf
+    base, per_seq = draw(st.floats(0.0, 10.0)), draw(st.floats(0.0, 2.0))
+    if base + per_seq <= 0:
+        base = 1.0  # a step takes time
+    cost = StepCost(base, per_seq, draw(st.floats(0.0, 0.1)))
+    return cost, draw(st.one_of(st.just(math.inf), st.floats(1.0, 6.0)))
 
 
 @st.composite
@@ -30,6 +46,7 @@ def replicas(draw):
         lens = draw(st.lists(st.integers(1, 120), max_size=6))
         used = min(cap, sum(lens))
         prev = draw(st.one_of(st.just(used + 10), st.integers(0, cap + 50)))
+        cost, slow = draw(step_bounds())
         out.append(
             rep(
                 f"r{i}",
@@ -39,9 +56,20 @@ def replicas(draw):
                 prev=prev,
                 batch=draw(st.integers(1, 8)),
                 lens=lens,
+                cost=cost,
+                slow=slow,
             )
         )
     return out
+
+
+def step_ok(d: ReplicaState, load: int, count: int) -> bool:
+    """§8.4 bound, written out: the merged step within max_step_slowdown x the fastest step."""
+    c = d.step_cost
+    if c is None:
+        return True
+    merged = c.base_s + count * c.per_seq_s + load * c.per_kv_token_s
+    return merged <= d.max_step_slowdown * (c.base_s + c.per_seq_s)
 
 
 def test_candidate_needs_falling_kv_and_room_in_batch():
@@ -109,6 +137,7 @@ def test_invariants(rs):
         count[m.dst] += len(s.trajectories)
         assert load[m.dst] <= d.kv_capacity_tokens, "never over KV capacity"
         assert count[m.dst] <= d.max_batch, "never over the batch bound"
+        assert step_ok(d, load[m.dst], count[m.dst]), "the step bound is honoured (§8.4)"
     assert len(moved_ids) == len(set(moved_ids)), "no trajectory moves twice"
     assert plan_repack(rs) == moves, "same input, same plan"
     assert plan_repack(list(reversed(rs))) == moves, "input order does not matter"
@@ -126,6 +155,8 @@ def brute_force_dst(rs, src, taken_load, taken_count, emptied):
         if after > d.kv_capacity_tokens:
             continue
         if taken_count[d.replica_id] + len(src.trajectories) > d.max_batch:
+            continue
+        if not step_ok(d, after, taken_count[d.replica_id] + len(src.trajectories)):
             continue
         key = (-after, d.replica_id)
         if best is None or key < best[0]:
@@ -154,3 +185,35 @@ def test_matches_the_quadratic_reference(rs):
         load[d] += s.footprint_tokens
         count[d] += len(s.trajectories)
     assert [(m.src, m.dst) for m in plan_repack(rs)] == expected
+
+
+def test_step_bound_sends_a_source_to_a_destination_that_stays_fast():
+    # One second per step plus 0.01 s per cached token: "full" would step at 10.5 s after the
+    # merge (> 2 x 1 s), "light" at 2.5 s; best fit alone would pick "full".
+    cost = StepCost(1.0, 0.0, 0.01)
+    rs = [
+        rep("src", lens=(50,), cost=cost, slow=3.0),
+        rep("light", lens=(100,), cost=cost, slow=3.0),
+        rep("full", lens=(900,), cost=cost, slow=3.0),
+    ]
+    assert plan_repack(rs) == [Move("src", "light", ("src/t0",))]
+    unbounded = [rep(r.replica_id, lens=[t.kv_tokens for t in r.trajectories]) for r in rs]
+    assert plan_repack(unbounded)[0] == Move("src", "full", ("src/t0",))
+
+
+def test_step_bound_counts_sequences_too():
+    # Per-sequence cost only: a destination may hold at most 3 sequences (3 s <= 3 x 1 s).
+    cost = StepCost(0.0, 1.0, 0.0)
+    rs = [rep("a", lens=(5, 5), cost=cost, slow=3.0), rep("b", lens=(5,), cost=cost, slow=3.0)]
+    assert [(m.src, m.dst) for m in plan_repack(rs)] == [("b", "a")]
+    rs = [rep("a", lens=(5, 5), cost=cost, slow=3.0), rep("b", lens=(5, 5), cost=cost, slow=3.0)]
+    assert plan_repack(rs) == []
+
+
+def test_bad_bounds_are_rejected():
+    with pytest.raises(ValueError, match="max_step_slowdown"):
+        rep("a", slow=0.5)
+    with pytest.raises(ValueError, match="step cost"):
+        StepCost(0.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="step cost"):
+        StepCost(-1.0, 1.0, 0.0)

@@ -85,6 +85,7 @@ def build(
         interval_s=interval_s,
         repack_enabled=repack,
         t0_s=t0,
+        buffer=pools["buffer"],
     )
     return System(store, prompts, partial, buffer, ws, manager, prompts_per_step, pools, t0)
 

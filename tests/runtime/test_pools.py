@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
-
 from laminar.config.runtime import RepeatTask
 from laminar.runtime.pools import ExperienceBuffer, PartialResponsePool, PromptPool
 from laminar.runtime.records import Traj, traj_id
@@ -62,13 +60,30 @@ def test_buffer_hands_out_whole_groups_exactly_once():
         await buf.add([_traj(1, 1)])
         (group,) = await asyncio.wait_for(waiter, 1)
         assert [t.traj_id for t in group] == ["p1-s0", "p1-s1"]
-        with pytest.raises(ValueError, match="twice"):
-            await buf.add([_traj(1, 1)])
-        return await buf.ledger()
+        assert await buf.add([_traj(1, 1)]) == 0  # a second delivery: dropped, recorded
+        return await buf.ledger(), await buf.delivery_report()
 
-    rows = asyncio.run(go())
+    rows, report = asyncio.run(go())
     consumed = {r["traj"].traj_id: r["consumed_version"] for r in rows}
     assert consumed == {"p0-s0": -1, "p1-s0": 3, "p1-s1": 3}
+    assert [d["traj_id"] for d in report["duplicate_deliveries"]] == ["p1-s1"]
+    assert report["consumed_twice"] == []
+
+
+def test_buffer_requeues_what_a_dead_trainer_step_took():
+    buf = ExperienceBuffer(samples_per_prompt=1, t0_s=0.0)
+
+    async def go():
+        await buf.add([_traj(0, 0), _traj(1, 0), _traj(2, 0)])
+        (g0,) = await buf.take(1, consumer_version=0, step=0)
+        (g1,) = await buf.take(1, consumer_version=1, step=1)  # its trainer dies mid-step
+        assert await buf.requeue_from(1) == 1
+        again = await buf.take(2, consumer_version=1, step=1)
+        return g0, g1, again, await buf.delivery_report()
+
+    _g0, g1, again, report = asyncio.run(go())
+    assert [g[0].traj_id for g in again] == [g1[0].traj_id, "p2-s0"]  # in its place, first
+    assert report["consumed_twice"] == []
 
 
 def test_partial_pool_streams_deltas_and_drops_stale_copies():

@@ -96,7 +96,9 @@ def test_train_laminar_end_to_end_and_cleanup(tmp_path, capsys):
     tmp_before = set(os.listdir(tempfile.gettempdir()))
     pids_before = set(psutil.pids())
     # A rollout dies after step 1 (its machine failing); the run must still lose nothing.
-    assert main(_small(tmp_path, "laminar", 3, "runtime.kill_rollout_at_step=1")) == 0
+    # (No replacement engine here: test_faults_e2e.py covers replacements.)
+    extra = ("runtime.kill_rollout_at_step=1", "runtime.faults.replace_dead=false")
+    assert main(_small(tmp_path, "laminar", 3, *extra)) == 0
     run = tmp_path / "run-laminar"
     summary = json.loads((run / "summary.json").read_text())
     assert set(summary) >= SUMMARY_KEYS
@@ -128,8 +130,9 @@ def test_train_sync_end_to_end_with_a_trainer_restart(tmp_path):
     extra = ("runtime.checkpoint_every=1", "runtime.kill_trainer_at_step=0")
     assert main(_small(tmp_path, "sync", 2, *extra)) == 0
     summary = json.loads((tmp_path / "run-sync" / "summary.json").read_text())
-    (fault,) = summary["faults"]
-    assert fault["killed"] == "trainer" and fault["resumed_version"] == 1
+    (fault,) = summary["faults"]  # runtime.kill_trainer_at_step maps onto --fault kill-trainer
+    assert fault["kind"] == "kill-trainer" and fault["resumed_version"] == 1
+    assert 0 <= fault["detection_s"] < 30 and fault["recovery_s"] > 0
     assert summary["mode"] == "sync" and summary["trajectories_lost"] == 0
     assert summary["staleness_max"] == 0  # generate, train, update everyone: on-policy
     assert summary["repack_moves"] == 0

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from laminar.errors import ConfigError
-from laminar.sim.cost import COEFFICIENT_UNITS, load_cost_file
+from laminar.sim.cost import COEFFICIENT_UNITS, OPTIONAL_UNITS, load_cost_file
 from laminar.sim.costdata import derive, hardware_names, model_names
 
 # DESIGN.md's table: KV bytes per token in bf16 = 2 x layers x kv_heads x head_dim x 2.
@@ -17,9 +17,9 @@ KV_BYTES = {"qwen2.5-7b": 57_344, "qwen2.5-32b": 262_144, "qwen2.5-72b": 327_680
 @pytest.mark.parametrize("model, tp", [("qwen2.5-7b", 1), ("qwen2.5-32b", 2), ("qwen2.5-72b", 4)])
 def test_presets_derive_every_coefficient_with_unit_and_source(model, tp):
     m = derive("h800", model, tp=tp)
-    assert set(m.coefficients) == set(COEFFICIENT_UNITS)
+    assert set(m.coefficients) == set(COEFFICIENT_UNITS) | set(OPTIONAL_UNITS)
     for name, c in m.coefficients.items():
-        assert c.unit == COEFFICIENT_UNITS[name]
+        assert c.unit == COEFFICIENT_UNITS.get(name) or c.unit == OPTIONAL_UNITS[name][0]
         assert len(c.source) > 10, name
     # Decode reads the weights once per step and the KV of every cached token.
     assert m.decode_step_s(1, 0) >= m.weight_bytes / tp / 3.35e12
@@ -34,7 +34,9 @@ def test_bigger_models_cost_more_per_token():
     small = derive("h800", "qwen2.5-7b", tp=1)
     big = derive("h800", "qwen2.5-72b", tp=1 * 8)
     assert big.train_s([4096] * 64, 8) > 5 * small.train_s([4096] * 64, 8)
-    assert small.train_s([8192], 8) > 2 * small.train_s([4096], 8)  # attention grows too
+    sync = small.train_sync_s(8)
+    assert small.train_s([8192], 8) - sync > 2 * (small.train_s([4096], 8) - sync)  # attention
+    assert small.train_s([4096], 8, old_logprob=False) < small.train_s([4096], 8)
     assert small.prefill_s([]) == 0.0
     assert small.prefill_s([100, 100]) < small.prefill_s([200, 200])
 

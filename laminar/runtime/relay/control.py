@@ -20,7 +20,7 @@ class ControlError(ConnectionError):
     """A control request failed: the relay is unreachable, closed the connection or timed out."""
 
 
-async def serve_control(host: str, handler: Handler) -> asyncio.Server:
+async def serve_control(host: str, handler: Handler, port: int = 0) -> asyncio.Server:
     """Answer each request line with ``handler(request)``; errors return ``{"error": ...}``."""
 
     async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -37,7 +37,7 @@ async def serve_control(host: str, handler: Handler) -> asyncio.Server:
         finally:
             writer.close()
 
-    return await asyncio.start_server(on_client, host, 0, limit=1 << 24)
+    return await asyncio.start_server(on_client, host, port, limit=1 << 24)
 
 
 class ControlClient:

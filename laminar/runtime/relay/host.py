@@ -11,7 +11,7 @@ from pathlib import Path
 from laminar.runtime.relay.loop import shared_loop
 from laminar.runtime.relay.node import RelayInfo, RelayNode
 from laminar.runtime.relay.store import RelayStore
-from laminar.runtime.relay.transport import make_transport
+from laminar.runtime.relay.transports import make_transport
 
 
 class RelayHost:
@@ -29,14 +29,15 @@ class RelayHost:
         keep: int = 3,
         chunk_delay_s: float = 0.0,
         link_bytes_per_s: float = 0.0,
+        ports: tuple[int, int] = (0, 0),
     ):
         self.chunk_delay_s, self.link_bytes_per_s = chunk_delay_s, link_bytes_per_s
         self.loop = shared_loop()
         self.store = RelayStore(root, keep=keep)
-        self.node = self.loop.run(self._make(relay_id, transport, ucx_tls, host, machine))
+        self.node = self.loop.run(self._make(relay_id, transport, ucx_tls, host, machine, ports))
         self.info: RelayInfo = self.node.info
 
-    async def _make(self, relay_id, transport, ucx_tls, host, machine) -> RelayNode:
+    async def _make(self, relay_id, transport, ucx_tls, host, machine, ports) -> RelayNode:
         node = RelayNode(
             relay_id,
             self.store,
@@ -45,7 +46,7 @@ class RelayHost:
             machine=machine,
             chunk_delay_s=self.chunk_delay_s,
         )
-        await node.start()
+        await node.start(*ports)
         return node
 
     def wait_stopped(self, timeout_s: float | None = None) -> bool:

@@ -90,9 +90,10 @@ class RelayNode:
         self.info: RelayInfo | None = None
         self.stopped = asyncio.Event()
 
-    async def start(self) -> RelayInfo:
-        port = await self.transport.listen(self.host, self._serve_link)
-        self._ctrl = await serve_control(self.host, self._control)
+    async def start(self, port: int = 0, ctrl_port: int = 0) -> RelayInfo:
+        """Listen (on these ports when given: a relay restarted where it was) and serve."""
+        port = await self.transport.listen(self.host, self._serve_link, port)
+        self._ctrl = await serve_control(self.host, self._control, ctrl_port)
         ctrl_port = self._ctrl.sockets[0].getsockname()[1]
         self._spawn(self._master_loop())
         self.info = RelayInfo(

@@ -34,7 +34,9 @@ def current_machine() -> str:
 class RelayWorker:
     """The relay on one machine (paper §4.2), as a Ray actor: weights in this node's /dev/shm."""
 
-    def __init__(self, relay_id: str, root: str, relay_cfg: dict):
+    def __init__(
+        self, relay_id: str, root: str, relay_cfg: dict, ports: tuple[int, int] = (0, 0)
+    ):
         import ray
 
         from laminar.runtime.relay.host import RelayHost
@@ -48,6 +50,7 @@ class RelayWorker:
             host=ray.util.get_node_ip_address(),
             machine=current_machine(),
             keep=cfg.keep_versions,
+            ports=ports,
         )
 
     def info(self) -> dict:
@@ -80,6 +83,19 @@ def start_relay_workers(relay_cfg: RelayConfig, shm_dir: str | Path) -> list[tup
     return list(zip(handles, infos, strict=True))
 
 
+def start_relay_worker(relay_cfg: dict, info: RelayInfo, node_id: str) -> Any:
+    """Restart a dead relay: same id, node, store and ports, so the relay manager's heartbeat
+    finds it answering again and it rejoins the chain."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    strategy = NodeAffinitySchedulingStrategy(node_id, soft=False)
+    actor = ray.remote(RelayWorker).options(
+        num_cpus=0, scheduling_strategy=strategy, max_concurrency=4
+    )
+    return actor.remote(info.id, info.root, relay_cfg, (info.port, info.ctrl_port))
+
+
 def stop_relay_workers(workers: list[tuple[Any, RelayInfo]]) -> None:
     """Stop every relay that still answers (freeing its shared memory), then kill the actors."""
     import ray
@@ -101,10 +117,11 @@ class RelayWeightPath:
         self._source: RelaySource | None = None
 
     def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k not in ("_publisher", "_source")}
+        skip = ("_publisher", "_source", "_workers")
+        return {k: v for k, v in self.__dict__.items() if k not in skip}
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state, _publisher=None, _source=None)
+        self.__dict__.update(state, _publisher=None, _source=None, _workers=None)
 
     @property
     def publisher(self) -> RelayPublisher:
@@ -136,6 +153,12 @@ class RelayWeightPath:
     def publish(self, version: int, blob: bytes) -> None:
         self.publisher.publish(version, blob)
 
+    def begin(self, version: int, nbytes: int) -> str:
+        return self.publisher.begin(version, nbytes)
+
+    def commit(self, version: int, path: str) -> None:
+        self.publisher.commit(version, path)
+
     def latest(self) -> tuple[int, str] | None:
         if self._source is None:
             machine = current_machine()
@@ -163,6 +186,7 @@ def weight_path_for(cfg: Any, shm_dir: str | Path, config_json: str) -> tuple[An
         return store, store.close
     workers = start_relay_workers(cfg.relay, Path(shm_dir) / "relays")
     path = RelayWeightPath([info for _, info in workers], cfg.relay, config_json)
+    path._workers = workers  # the driver's copy only (not pickled): restarts replace entries
 
     def close() -> None:
         path.close()

@@ -52,8 +52,8 @@ class Transport(ABC):
     name: str = ""
 
     @abstractmethod
-    async def listen(self, host: str, handler: LinkHandler) -> int:
-        """Serve each incoming link with ``handler``; return the port."""
+    async def listen(self, host: str, handler: LinkHandler, port: int = 0) -> int:
+        """Serve each incoming link with ``handler`` (on ``port``, 0: any); return the port."""
 
     @abstractmethod
     async def connect(self, host: str, port: int) -> Link:
@@ -79,24 +79,6 @@ async def recv_obj(link: Link, tag: int) -> Any:
     body = bytearray(n)
     await link.recv(memoryview(body), tag + 1)
     return json.loads(body)
-
-
-def make_transport(
-    kind: str, *, ucx_tls: str = "tcp,self", link_bytes_per_s: float = 0.0
-) -> Transport:
-    """``"ucx"`` (ucxx, over the UCX transports ``ucx_tls``) or ``"tcp"`` (plain sockets);
-    ``link_bytes_per_s`` > 0 paces every link to that bandwidth (:class:`PacedTransport`)."""
-    if link_bytes_per_s < 0:
-        raise ValueError(f"link_bytes_per_s must be >= 0, got {link_bytes_per_s}")
-    if kind == "tcp":
-        inner: Transport = TcpTransport()
-    elif kind == "ucx":
-        from laminar.runtime.relay.ucx import UcxTransport
-
-        inner = UcxTransport(tls=ucx_tls)
-    else:
-        raise ValueError(f"unknown relay transport {kind!r} (expected 'ucx' or 'tcp')")
-    return PacedTransport(inner, link_bytes_per_s) if link_bytes_per_s else inner
 
 
 class PacedLink(Link):
@@ -137,11 +119,11 @@ class PacedTransport(Transport):
         self.inner, self.bytes_per_s = inner, bytes_per_s
         self.name = inner.name
 
-    async def listen(self, host: str, handler: LinkHandler) -> int:
+    async def listen(self, host: str, handler: LinkHandler, port: int = 0) -> int:
         async def paced(link: Link) -> None:
             await handler(PacedLink(link, self.bytes_per_s))
 
-        return await self.inner.listen(host, paced)
+        return await self.inner.listen(host, paced, port)
 
     async def connect(self, host: str, port: int) -> Link:
         return PacedLink(await self.inner.connect(host, port), self.bytes_per_s)
@@ -210,10 +192,10 @@ class TcpTransport(Transport):
         self._accept_task: asyncio.Task | None = None
         self._handlers: set[asyncio.Task] = set()
 
-    async def listen(self, host: str, handler: LinkHandler) -> int:
+    async def listen(self, host: str, handler: LinkHandler, port: int = 0) -> int:
         srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        srv.bind((host, 0))
+        srv.bind((host, port))
         srv.listen(128)
         srv.setblocking(False)
         self._server = srv

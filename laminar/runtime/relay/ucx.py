@@ -73,14 +73,14 @@ class UcxTransport(Transport):
     def _errors(self, ucxx) -> tuple[type[BaseException], ...]:
         return (ucxx.exceptions.UCXError, ucxx.exceptions.UCXCanceled, OSError)
 
-    async def listen(self, host: str, handler: LinkHandler) -> int:
+    async def listen(self, host: str, handler: LinkHandler, port: int = 0) -> int:
         ucxx = _ucxx(self.tls)
         errors = self._errors(ucxx)
 
         async def on_endpoint(ep) -> None:  # ucxx requires a coroutine function here
             await handler(UcxLink(ep, errors))
 
-        self._listener = ucxx.create_listener(on_endpoint, port=0)
+        self._listener = ucxx.create_listener(on_endpoint, port=port)
         return self._listener.port
 
     async def connect(self, host: str, port: int) -> Link:

@@ -1,0 +1,244 @@
+"""Simulator fidelity: calibrate on some real runs, predict held-out runs, compare.
+
+Usage::
+
+    flock /tmp/laminar-heavy.lock python benchmarks/fidelity_runs.py --out runs/fidelity
+    PYTHONPATH=. python benchmarks/fidelity.py --runs runs/fidelity
+
+Calibrates on the runs of ``fidelity_runs.CALIBRATION`` (every repeat), then simulates every
+run (``laminar simulate`` of the run's own ``config.yaml`` with the cost file; response lengths
+replayed from the run's trace, as Vidur replays request lengths: the workload is an input, the
+timing is the prediction; a second prediction draws them from the task instead) and compares:
+train tokens/s, mean step time, generation tokens/s, staleness mean/max, mean KV tokens per
+replica. Writes ``docs/fidelity/`` (runs.csv: one row per run; settings.csv: medians per
+setting with spread and error; cost.json; fidelity.png) and the results section of
+``docs/fidelity.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from laminar.calibrate import calibrate, cost_file_json
+from laminar.calibrate.fit import Fit
+from laminar.cli.calibrate_cmd import fit_table
+from laminar.config import load_config
+from laminar.plotting import save_figure
+from laminar.plotting.fidelity import fidelity_figure
+from laminar.sim import simulate
+
+# name -> overrides of the tiny-cpu preset. The first two calibrate; the rest are held out.
+SETTINGS: dict[str, list[str]] = {
+    "laminar": [],
+    "sync": ["runtime.mode=sync"],
+    "laminar-1rollout": ["runtime.rollouts=1"],
+    "laminar-norepack": ["repack.enabled=false"],
+    "laminar-prefetch3": ["runtime.prefetch_steps=3"],
+    "laminar-len64": ["workload.max_response_len=64"],
+    "laminar-tail30": ["runtime.task.tail_ratio=30"],
+    "sync-1rollout": ["runtime.mode=sync", "runtime.rollouts=1"],
+}
+CALIBRATION = ("laminar", "sync")
+
+METRICS = ("train_tokens_per_s", "step_time_s", "gen_tokens_per_s", "staleness_mean",
+           "staleness_max", "kv_tokens_mean")  # fmt: skip
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+
+
+WARMUP_STEPS = 1  # left out of both sides: the first step pays cold starts (engines, torch)
+
+
+def step_seconds(run: Path) -> pd.Series:
+    """Each trainer step's wall seconds: laminar runs call the trainer back to back (waiting
+    for data, training, publishing); sync runs generate first (``gen_s``) and then train."""
+    st = pd.read_csv(run / "steps.csv")
+    first = st["gen_s"] if "gen_s" in st else st["wait_s"]
+    return first + st["train_s"] + st["publish_s"]
+
+
+def measured(run: Path) -> dict:
+    """The figures of one real run, defined as the simulator defines them: over the window
+    from the end of step ``WARMUP_STEPS - 1`` to the end of the last step."""
+    s = json.loads((run / "summary.json").read_text())
+    eng = pd.read_csv(run / "profile" / "engine_steps.csv")
+    tr = pd.read_csv(run / "profile" / "trainer_steps.csv")
+    took = step_seconds(run)
+    win_tr = tr[tr["step"] >= WARMUP_STEPS]
+    window_s = float(took[tr["step"] >= WARMUP_STEPS].sum())
+    lo = s["setup_s"] + float(took[tr["step"] < WARMUP_STEPS].sum())  # on the job clock
+    win = eng[(eng["at_s"] > lo) & (eng["at_s"] <= lo + window_s)]
+    kv_token_s = float((win["kv_tokens"] * win["step_s"]).sum())
+    share = (win_tr["train_cpu_s"] / win_tr["train_s"]).median()
+    stale = pd.read_parquet(run / "trajectories.parquet", columns=["step", "staleness"])
+    stale = stale[(stale["step"] >= WARMUP_STEPS) & (stale["step"] < s["steps"])]["staleness"]
+    return {
+        "train_tokens_per_s": float(win_tr["tokens"].sum()) / window_s,
+        "step_time_s": window_s / len(win_tr),
+        "gen_tokens_per_s": float((win["decode_seqs"] + win["prefill_seqs"]).sum()) / window_s,
+        "staleness_mean": float(stale.mean()),
+        "staleness_max": float(stale.max()),
+        "kv_tokens_mean": kv_token_s / (window_s * s["rollouts"]),
+        "trainer_cpu_share": float(share),
+        "loadavg_1m": float(tr["loadavg_1m"].median()),
+        "wall_s": s["wall_s"],
+    }
+
+
+def predicted(run: Path, cost: Path, *, trace: bool) -> dict:
+    """The simulator's figures for the job in ``run/config.yaml``."""
+    sets = [f"sim.cost_file={cost}", f"sim.warmup_steps={WARMUP_STEPS}"]
+    if trace:
+        path = run / "trajectories.parquet"
+        sets.append(f"workload.source={{type: trace, path: {path}}}")
+    res = simulate(load_config(run / "config.yaml", overrides=sets))
+    row = res.summary.iloc[0]
+    cap = res.cost_models[row["system"]].kv_capacity_tokens
+    return {
+        "train_tokens_per_s": row["train_tokens_per_s"],
+        "step_time_s": row["step_time_s_mean"],
+        "gen_tokens_per_s": row["gen_tokens_per_s"],
+        "staleness_mean": row["staleness_mean"],
+        "staleness_max": row["staleness_max"],
+        "kv_tokens_mean": row["mean_kv_util"] * cap,
+    }
+
+
+def run_dirs(root: Path) -> dict[str, list[Path]]:
+    """setting -> its repeats' run directories."""
+    out: dict[str, list[Path]] = {}
+    for d in sorted(root.glob("*/rep*")):
+        if (d / "summary.json").is_file():
+            out.setdefault(d.parent.name, []).append(d)
+    return out
+
+
+def table(runs: dict[str, list[Path]], cost: Path) -> pd.DataFrame:
+    rows = []
+    for setting, dirs in runs.items():
+        for d in dirs:
+            row = {"setting": setting, "repeat": d.name, "held_out": setting not in CALIBRATION}
+            row.update({f"measured_{k}": v for k, v in measured(d).items()})
+            row.update({f"predicted_{k}": v for k, v in predicted(d, cost, trace=True).items()})
+            task = predicted(d, cost, trace=False)
+            row.update({f"task_{k}": task[k] for k in ("train_tokens_per_s", "step_time_s")})
+            rows.append(row)
+            print(f"{setting:20s} {d.name}: measured {row['measured_train_tokens_per_s']:7.0f} "
+                  f"predicted {row['predicted_train_tokens_per_s']:7.0f} tokens/s", flush=True)
+    return pd.DataFrame(rows)
+
+
+def per_setting(df: pd.DataFrame) -> pd.DataFrame:
+    """Medians over repeats, the measured spread, and the error of the predicted median."""
+    out = []
+    for setting, g in df.groupby("setting", sort=False):
+        row = {"setting": setting, "held_out": bool(g["held_out"].iloc[0]), "repeats": len(g)}
+        for k in (*METRICS, "trainer_cpu_share", "loadavg_1m"):
+            m = g[f"measured_{k}"]
+            row[f"measured_{k}"] = m.median()
+            row[f"measured_{k}_min"], row[f"measured_{k}_max"] = m.min(), m.max()
+            if f"predicted_{k}" in g:
+                p = g[f"predicted_{k}"].median()
+                row[f"predicted_{k}"] = p
+                row[f"error_{k}"] = p / m.median() - 1 if m.median() else np.nan
+        for k in ("train_tokens_per_s", "step_time_s"):
+            row[f"task_{k}"] = g[f"task_{k}"].median()
+            row[f"task_error_{k}"] = row[f"task_{k}"] / row[f"measured_{k}"] - 1
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def _pct(x: float) -> str:
+    return "-" if not np.isfinite(x) else f"{x:+.0%}"
+
+
+def _fmt(v: float, metric: str) -> str:
+    if metric.endswith("tokens_per_s") or metric == "kv_tokens_mean":
+        return f"{v:,.0f}"
+    return f"{v:.2f}"
+
+
+def results_markdown(settings: pd.DataFrame, fits: list[Fit]) -> str:
+    """The generated section of docs/fidelity.md: tables of predicted vs measured."""
+    lines = ["Measured: median of the repeats [min, max]. Predicted: the simulator with the "
+             "calibrated cost file, replaying the run's own response lengths; error = "
+             "predicted / measured - 1. *Task lengths*: lengths drawn from the task instead.",
+             ""]  # fmt: skip
+    head = "| setting | held out | repeats |"
+    for m in ("train_tokens_per_s", "step_time_s"):
+        head += f" {m} measured | predicted | error | task lengths: error |"
+    lines += [head, "|" + "---|" * (3 + 8)]
+    for _, r in settings.iterrows():
+        held = "yes" if r["held_out"] else "no (calibration)"
+        cells = f"| {r['setting']} | {held} | {r['repeats']} |"
+        for m in ("train_tokens_per_s", "step_time_s"):
+            cells += (f" {_fmt(r[f'measured_{m}'], m)} [{_fmt(r[f'measured_{m}_min'], m)}, "
+                      f"{_fmt(r[f'measured_{m}_max'], m)}] | {_fmt(r[f'predicted_{m}'], m)} | "
+                      f"**{_pct(r[f'error_{m}'])}** | {_pct(r[f'task_error_{m}'])} |")  # fmt: skip
+        lines.append(cells)
+    lines += ["", "| setting | gen tokens/s meas. / pred. | staleness mean meas. / pred. | "
+              "staleness max meas. / pred. | KV tokens/replica meas. / pred. | trainer CPU "
+              "share | load avg |", "|" + "---|" * 7]  # fmt: skip
+    for _, r in settings.iterrows():
+        cells = f"| {r['setting']} |"
+        for m in ("gen_tokens_per_s", "staleness_mean", "staleness_max", "kv_tokens_mean"):
+            cells += f" {_fmt(r[f'measured_{m}'], m)} / {_fmt(r[f'predicted_{m}'], m)} |"
+        cells += f" {r['measured_trainer_cpu_share']:.2f} | {r['measured_loadavg_1m']:.1f} |"
+        lines.append(cells)
+    lines += ["", "Ranking (train tokens/s ratio, measured vs predicted):", ""]
+    lines += _rankings(settings)
+    lines += ["", "Fit of the calibration runs (`laminar calibrate`):", "", "```",
+              fit_table(fits), "```"]  # fmt: skip
+    return "\n".join(lines)
+
+
+def _rankings(settings: pd.DataFrame) -> list[str]:
+    by = settings.set_index("setting")
+    out = []
+    pairs = (("laminar", "sync", "laminar / sync"),
+             ("laminar", "laminar-norepack", "repack on / off"),
+             ("laminar-1rollout", "sync-1rollout", "laminar / sync, 1 rollout"))  # fmt: skip
+    for a, b, what in pairs:
+        if a in by.index and b in by.index:
+            m, p = (by.loc[a, f"{w}_train_tokens_per_s"] / by.loc[b, f"{w}_train_tokens_per_s"]
+                    for w in ("measured", "predicted"))  # fmt: skip
+            same = "same order" if (m - 1) * (p - 1) > 0 else "ORDER DIFFERS"
+            out.append(f"- {what}: measured {m:.2f}x, predicted {p:.2f}x ({same})")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--runs", required=True, help="output directory of fidelity_runs.py")
+    p.add_argument("--data", default="docs/fidelity", help="where results go")
+    p.add_argument("--doc", default="docs/fidelity.md", help="page whose results section to fill")
+    args = p.parse_args(argv)
+    runs = run_dirs(Path(args.runs))
+    data = Path(args.data)
+    data.mkdir(parents=True, exist_ok=True)
+    calib = [d for name in CALIBRATION for d in runs.get(name, [])]
+    content, fits = calibrate(calib)
+    cost = data / "cost.json"
+    content["runtime"]["runs"] = [f"{d.parent.name}/{d.name}" for d in calib]
+    cost.write_text(cost_file_json(content))
+    df = table(runs, cost.resolve())
+    df.to_csv(data / "runs.csv", index=False)
+    settings = per_setting(df)
+    settings.to_csv(data / "settings.csv", index=False)
+    save_figure(fidelity_figure(settings), data / "fidelity.png")
+    doc = Path(args.doc)
+    text = doc.read_text() if doc.exists() else f"# Simulator fidelity\n\n{BEGIN}\n{END}\n"
+    head, rest = text.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    doc.write_text(f"{head}{BEGIN}\n{results_markdown(settings, fits)}\n{END}{tail}")
+    print(results_markdown(settings, fits))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

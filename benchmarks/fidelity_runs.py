@@ -1,0 +1,107 @@
+"""Real runs for the fidelity study (``benchmarks/fidelity.py``): run directories, side by side.
+
+Every setting of ``SETTINGS`` runs ``--repeats`` times in one Ray session on the same engines
+(started once; a 1-rollout job uses the first one), in an order that alternates between
+repeats (ABC..CBA..) so drifting load from other work on a shared machine hits every setting
+alike. Each run writes a full ``laminar train`` run directory (``profile/`` included) to
+``OUT/<setting>/rep<k>``. Run it under the machine's heavy-work lock::
+
+    for k in 0 1 2; do  # one repeat per lock hold: a few minutes each
+        flock /tmp/laminar-heavy.lock python benchmarks/fidelity_runs.py --out runs/fidelity \
+            --repeats 1 --first-repeat $k
+    done
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+from laminar.config import load_config
+from laminar.rundir import staged_dir
+from laminar.runtime import cluster, driver, loops
+from laminar.runtime.outputs import write_run_dir
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fidelity import SETTINGS
+
+
+def _job_settings(cfg):
+    """What a rollout fixes at construction that a job may change: the task (its prompts and
+    rewards), the response budget, the group size and B (within the engine's own bounds)."""
+    rt, w = cfg.runtime, cfg.workload
+
+    def apply(worker) -> None:
+        from laminar.runtime.task import RepeatTaskGen
+
+        worker.gen = RepeatTaskGen(rt.task, seed=cfg.seed, max_answer_len=w.max_response_len - 1)
+        worker.max_response_len = w.max_response_len
+        worker.samples_per_prompt = w.samples_per_prompt
+        worker.max_batch = rt.max_batch
+
+    return apply
+
+
+def run_one(cfg, dirs, stack: ExitStack, engines: dict | None, job: str, out: Path) -> dict:
+    """One job on the shared engines (started on first use); writes its run directory."""
+    t0 = time.time()
+    picked = None if engines is None else dict(list(engines.items())[: cfg.runtime.rollouts])
+    a = driver.launch(cfg, dirs, t0, stack, rollouts=picked, job=job)
+    if picked is not None:  # shared engines were built for another job: give them this one's
+        import ray
+
+        ray.get([r.__ray_call__.remote(_job_settings(cfg)) for r in a.rollouts.values()])
+    setup_s = time.time() - t0
+    loop = loops.run_laminar if cfg.runtime.mode == "laminar" else loops.run_sync
+    t = time.perf_counter()
+    steps = loop(a, cfg, lambda m: None)
+    wall_s = time.perf_counter() - t
+    result = loops.collect(a)
+    nan = {"reward": float("nan"), "version": -1}
+    result.update(steps=steps, wall_s=wall_s, setup_s=setup_s, info=a.info, run_id=job)
+    result.update(eval_first=nan, eval_last=nan)
+    with staged_dir(out) as stage:
+        summary = write_run_dir(cfg, result, stage)
+    driver.end_job(a)
+    return {"engines": a.rollouts, "summary": summary}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", required=True, help="directory for the run directories")
+    p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--first-repeat", type=int, default=0,
+                   help="number of the first repeat (to run repeats in separate sessions)")
+    p.add_argument("--only", nargs="*", help="settings to run (default: all)")
+    args = p.parse_args(argv)
+    names = args.only or list(SETTINGS)
+    common = [f"workload.steps={args.steps}", "runtime.eval_prompts=0"]
+    cfgs = {n: load_config(preset="tiny-cpu", overrides=[*common, *SETTINGS[n]]) for n in names}
+    most = max(cfgs.values(), key=lambda c: c.runtime.rollouts)
+    out = Path(args.out)
+    engines = None
+    with cluster.ray_session(most) as dirs, ExitStack() as stack:
+        if most.runtime.rollouts > 0:  # start every engine once, with the widest setting
+            two = most.workload.model_copy(update={"steps": 2})
+            short = most.model_copy(update={"workload": two})
+            first = run_one(short, dirs, stack, None, "start", out / "_start")
+            engines = first["engines"]
+        for rep in range(args.first_repeat, args.first_repeat + args.repeats):
+            order = names if rep % 2 == 0 else names[::-1]
+            for name in order:
+                res = run_one(cfgs[name], dirs, stack, engines, f"{name}-{rep}",
+                              out / name / f"rep{rep}")  # fmt: skip
+                s = res["summary"]
+                row = {"setting": name, "repeat": rep, "wall_s": s["wall_s"]}
+                row.update(train_tokens_per_s=s["train_tokens_per_s"], steps=s["steps"])
+                print(json.dumps(row), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""``laminar calibrate``: fit the simulator's cost model to real runs (reads files only).
+
+``calibrate(run_dirs)`` reads ``laminar train`` run directories (``laminar.calibrate.rundir``),
+fits every coefficient of ``laminar.sim.cost`` (``laminar.calibrate.fit``) and returns a cost
+file's content: the coefficients with their sources, the fit quality of each term, and a
+``runtime`` block (trainer rate per thread count) that makes ``laminar simulate`` rebuild the
+runtime's own job (``laminar/sim/local.py``). It imports no runtime code.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+from laminar.calibrate.fit import (
+    Fit,
+    fit_engine,
+    fit_refill,
+    fit_trainer,
+    fit_transfer,
+    train_flops,
+)
+from laminar.calibrate.rundir import RunData, RunDirError, read_run
+from laminar.sim.cost import COEFFICIENT_UNITS, Coefficient, CostModel
+
+__all__ = ["RunDirError", "calibrate", "cost_file_json", "read_run"]
+
+
+def _check_same(runs: list[RunData]) -> None:
+    """Every run must come from the same machine and model (one cost file describes one)."""
+    first = runs[0]
+    for key in ("cpu_model", "params", "weight_bytes", "model", "kv_capacity_tokens"):
+        for run in runs[1:]:
+            if run.machine.get(key) != first.machine.get(key):
+                raise RunDirError(
+                    f"{run.path / 'profile' / 'machine.json'}: {key} is "
+                    f"{run.machine.get(key)!r} but {first.machine.get(key)!r} in {first.path}; "
+                    "calibrate runs of one machine and model at a time"
+                )
+
+
+def calibrate(run_dirs: Sequence[str | Path]) -> tuple[dict, list[Fit]]:
+    """(cost file content, the fits) for the runs in ``run_dirs``."""
+    if not run_dirs:
+        raise RunDirError("no run directory given")
+    runs = [read_run(p) for p in run_dirs]
+    _check_same(runs)
+    try:
+        engine = fit_engine(runs)
+        trainers = fit_trainer(runs)
+        transfers = fit_transfer(runs)
+        refill = fit_refill(runs)
+    except ValueError as e:
+        raise RunDirError(f"{', '.join(str(r.path) for r in runs)}: {e}") from None
+    if not trainers:
+        raise RunDirError(f"{runs[0].path}: no trainer step recorded in any run")
+    fits = [engine, *trainers, *transfers, refill]
+    return _cost_content(runs, engine, trainers, transfers, refill), fits
+
+
+def _cost_content(runs: list[RunData], engine: Fit, trainers: list[Fit], transfers: list[Fit],
+                  refill: Fit) -> dict:  # fmt: skip
+    m = runs[0].machine
+    where = f"fitted to {len(runs)} run(s) by laminar calibrate"
+    f1, f2 = train_flops(runs[0])
+    base = max(trainers, key=lambda f: f.samples)  # the rate of the most measured placement
+    values: dict[str, tuple[float, str]] = {
+        "replica_gpus": (1, "one engine replica (its cores are the runtime's placement)"),
+        "weight_bytes": (float(m["weight_bytes"]), "the published state dict (machine.json)"),
+        "kv_capacity_tokens": (int(m["kv_capacity_tokens"]), "vLLM's KV blocks x block size"),
+        "prefill_base_s": (0.0, "prefill runs inside a decode step: no base of its own"),
+        "prefill_per_token_sq_s": (0.0, "not identifiable from prompts this short"),
+        "train_flop_per_token": (f1, "8 x params (laminar.sim.costdata counting)"),
+        "train_flop_per_token_sq": (f2, "8 x layers x hidden (laminar.sim.costdata counting)"),
+        "train_flop_per_s_per_gpu": (
+            base.values["train_flop_per_s"],
+            f"trainer with {base.note} thread(s), {where}",
+        ),
+        "nvlink_bytes_per_s": (transfers[1].values["pcie_bytes_per_s"], "unused: one machine"),
+        "rdma_startup_s": (0.0, "a local copy: no message start-up"),
+    }
+    for name, v in engine.values.items():
+        if name in COEFFICIENT_UNITS:  # the others go into the runtime block
+            values[name] = (v, f"engine-step least squares, {where}")
+    for fit in transfers:
+        for name, v in fit.values.items():
+            values[name] = (v, f"{fit.name}: {fit.note}, {where}")
+    coeffs = {
+        name: Coefficient(float(values[name][0]), unit, values[name][1])
+        for name, unit in COEFFICIENT_UNITS.items()
+    }
+    model = CostModel(coeffs, f"calibrated: {m['cpu_model'] or 'cpu'} / {m['model']}")
+    content = json.loads(model.to_json())
+    content["runtime"] = {
+        "trainer_flop_per_s_by_threads": {f.note: f.values["train_flop_per_s"] for f in trainers},
+        "refill_latency_s": refill.values["refill_latency_s"],
+        "core_sharing_alpha": engine.values["core_sharing_alpha"],
+        "engine_factor_by_mode": engine.values["mode_factors"],
+        "runs": [str(r.path) for r in runs],
+        "cpu_model": m["cpu_model"],
+    }
+    content["fit"] = {f.name: asdict(f) for f in [engine, *trainers, *transfers, refill]}
+    return content
+
+
+def cost_file_json(content: dict) -> str:
+    """The cost file's text."""
+    return json.dumps(content, indent=2) + "\n"

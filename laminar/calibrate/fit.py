@@ -1,0 +1,223 @@
+"""Fit the cost model's coefficients (``laminar.sim.cost``) to what runs measured.
+
+Terms, each fitted by ``scipy.optimize.least_squares`` with coefficients >= 0:
+
+- **engine step**: an engine step's wall seconds are 1 + alpha (k - 1) times (k: replicas
+  sharing its cores that were busy then, the simulator's ``CoreSharing``; alpha = 1 would be
+  perfect processor sharing, below 1 the engines fill each other's idle moments), times a
+  factor per runtime mode (1 for sync; laminar's engines share their cores with the loop's
+  control plane and the pools while the trainer trains) times ``decode_base_s +
+  decode_per_seq_s x sequences decoded + decode_per_kv_token_s x KV tokens
+  + prefill_per_token_s x prompt tokens prefilled in the step``. vLLM prefills inside a
+  decode step, so prefill has no base of its own (``prefill_base_s`` = 0) and prompts this
+  short cannot separate a squared term (``prefill_per_token_sq_s`` = 0). Plain least squares,
+  not a robust loss: steps that another process interrupted are part of what a run costs
+  here, and throughput is a sum of step times, so the fit must match their mean.
+- **trainer**: a step's wall seconds = (``train_flop_per_token`` x tokens +
+  ``train_flop_per_token_sq`` x squared lengths) / rate, with the FLOP counts of the model
+  (8 x params, 8 x layers x hidden, as ``laminar.sim.costdata`` counts them); the rate is
+  fitted per trainer thread count (``runtime.trainer_flop_per_s_by_threads``) as total FLOPs
+  over total seconds, so the model charges the calibration runs exactly the time they spent
+  (step 0 left out: a fresh trainer's first step pays torch's warm-up).
+- **weights**: ``rdma_bytes_per_s`` = weight bytes / median publish seconds (the actor stall:
+  one copy into ``/dev/shm``); ``pcie_bytes_per_s`` = weight bytes / median load seconds.
+
+- **refill latency**: from a rollout's weight load to the start of its first engine step
+  after it: the control plane (take prompts from the pool, register them in the partial pool,
+  submit them to the engine; Ray calls), median over loads; waits longer than
+  ``MAX_REFILL_S`` are the prompt budget's (the simulator models those) and are left out.
+
+Fit quality per term: R², the median and 90th percentile of |residual| / measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import least_squares
+
+from laminar.calibrate.rundir import RunData
+
+DECODE_TERMS = ("decode_base_s", "decode_per_seq_s", "decode_per_kv_token_s", "prefill_per_token_s")
+TRAIN_FLOP_PER_PARAM_TOKEN = 8  # as laminar.sim.costdata counts trainer FLOPs
+MAX_REFILL_S = 0.5  # longer gaps after a load are waits for the prompt budget
+
+
+@dataclass
+class Fit:
+    """One fitted term: its coefficients and how well they explain the measurements."""
+
+    name: str
+    values: dict[str, float]
+    samples: int
+    r2: float
+    rel_err_median: float
+    rel_err_p90: float
+    note: str = ""
+
+
+def quality(measured: np.ndarray, predicted: np.ndarray) -> tuple[float, float, float]:
+    """(R², median |rel. residual|, p90 |rel. residual|)."""
+    resid = measured - predicted
+    total = float(np.sum((measured - measured.mean()) ** 2))
+    r2 = 1.0 - float(np.sum(resid**2)) / total if total > 0 else float("nan")
+    rel = np.abs(resid) / np.maximum(np.abs(measured), 1e-12)
+    return r2, float(np.median(rel)), float(np.percentile(rel, 90))
+
+
+def sharing(run: RunData) -> np.ndarray:
+    """For every engine-step row: busy replicas on its cores then (itself included)."""
+    eng = run.engine
+    cpus = run.machine["rollout_cpus"]
+    group = {f"r{i}": tuple(c) or (f"r{i}",) for i, c in enumerate(cpus)}
+    k = np.ones(len(eng))
+    at = eng["at_s"].to_numpy(float)
+    window = 2.0 * eng["step_s"].to_numpy(float)
+    ids = eng["replica_id"].astype(str).to_numpy()
+    for rid in np.unique(ids):
+        mates = [m for m in np.unique(ids) if m != rid and group.get(m) == group.get(rid)]
+        mine = ids == rid
+        for m in mates:
+            t = np.sort(at[ids == m])
+            lo = np.searchsorted(t, at[mine] - window[mine])
+            hi = np.searchsorted(t, at[mine] + window[mine])
+            k[mine] += hi > lo
+    return k
+
+
+def fit_engine(runs: list[RunData]) -> Fit:
+    """The engine-step term over every run's sampled steps (module docstring)."""
+    frames = []
+    for run in runs:
+        df = run.engine[["step_s", "decode_seqs", "kv_tokens", "prefill_tokens"]].copy()
+        df["share"] = sharing(run)
+        df["mode"] = str(run.machine["mode"])
+        frames.append(df)
+    df = pd.concat(frames, ignore_index=True)
+    df = df[(df["decode_seqs"] > 0) & (df["step_s"] > 0)]
+    if len(df) < len(DECODE_TERMS) + 1:
+        need = len(DECODE_TERMS) + 1
+        raise ValueError(f"only {len(df)} engine steps recorded; need at least {need}")
+    modes = sorted(df["mode"].unique())
+    ref = "sync" if "sync" in modes else modes[0]  # the mode whose factor is 1
+    others = [m for m in modes if m != ref]
+    y = df["step_s"].to_numpy(float)
+    k = df["share"].to_numpy(float)
+    which = [(df["mode"] == m).to_numpy() for m in others]
+    x = np.column_stack(
+        [np.ones(len(df)), df["decode_seqs"], df["kv_tokens"], df["prefill_tokens"]]
+    ).astype(float)
+    scale = np.maximum(x.mean(axis=0), 1e-9)  # columns of comparable size for the solver
+    z = x / scale
+    n = x.shape[1]
+
+    def resid(p: np.ndarray) -> np.ndarray:
+        # In step seconds: mode factor x (1 + alpha (k - 1)) x the solo cost, so each step
+        # weighs what it cost the run.
+        factor = np.ones(len(y))
+        for f, rows in zip(p[n + 1 :], which, strict=True):
+            factor[rows] = f
+        return factor * (1.0 + p[n] * (k - 1.0)) * (z @ p[:n]) - y
+
+    start = [*np.full(n, float(np.median(y)) / n), 1.0, *[1.0] * len(others)]
+    upper = [*[np.inf] * n, 4.0, *[10.0] * len(others)]
+    res = least_squares(resid, start, bounds=(0.0, upper))
+    coef = res.x[:n] / scale
+    alpha = float(res.x[n])
+    r2, med, p90 = quality(y, resid(res.x) + y)
+    values = dict(zip(DECODE_TERMS, coef.tolist(), strict=True))
+    values["core_sharing_alpha"] = alpha
+    factors = {ref: 1.0, **{m: float(f) for m, f in zip(others, res.x[n + 1 :], strict=True)}}
+    values["mode_factors"] = factors
+    shown = ", ".join(f"{m} x{f:.2f}" for m, f in factors.items())
+    note = (f"k busy replicas on one core set (mean {k.mean():.2f}) cost 1 + {alpha:.2f} (k - 1)"
+            f" times a step alone; per mode: {shown}")  # fmt: skip
+    return Fit("engine step", values, len(df), r2, med, p90, note)
+
+
+def train_flops(run: RunData) -> tuple[float, float]:
+    """FLOPs per token and per squared length of the run's model (``costdata`` counting)."""
+    params = float(run.machine["params"])
+    model = run.config.runtime.model
+    layers = getattr(model, "layers", None) or run.machine.get("layers")
+    hidden = getattr(model, "hidden", None) or run.machine.get("hidden")
+    per_sq = TRAIN_FLOP_PER_PARAM_TOKEN * float(layers) * float(hidden) if layers and hidden else 0
+    return TRAIN_FLOP_PER_PARAM_TOKEN * params, per_sq
+
+
+def fit_trainer(runs: list[RunData]) -> list[Fit]:
+    """One rate per trainer thread count (module docstring)."""
+    by_threads: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+    for run in runs:
+        f1, f2 = train_flops(run)
+        # The first step of a fresh trainer pays torch's warm-up (allocations, first backward).
+        tr = run.trainer[(run.trainer["train_s"] > 0) & (run.trainer["step"] > 0)]
+        flop = f1 * tr["tokens"].to_numpy(float) + f2 * tr["tokens_sq"].to_numpy(float)
+        by_threads.setdefault(int(run.machine["trainer_threads"]), []).append(
+            (flop, tr["train_s"].to_numpy(float))
+        )
+    fits = []
+    for threads, parts in sorted(by_threads.items()):
+        flop = np.concatenate([f for f, _ in parts])
+        secs = np.concatenate([s for _, s in parts])
+        if len(flop) == 0:
+            continue
+        sec_per_gflop = _through_origin(flop / 1e9, secs)
+        r2, med, p90 = quality(secs, sec_per_gflop * flop / 1e9)
+        rate = 1e9 / sec_per_gflop
+        fits.append(Fit(f"trainer ({threads} thread{'s' * (threads > 1)})",
+                        {"train_flop_per_s": rate}, len(secs), r2, med, p90,
+                        f"{threads}"))  # fmt: skip
+    return fits
+
+
+def _through_origin(x: np.ndarray, y: np.ndarray) -> float:
+    """The slope c of y = c x that reproduces the total: sum(y) / sum(x). The trainer's steps
+    on a shared machine carry a large, variable overhead; the ratio keeps the time the model
+    charges for a run equal to the time the runs took (the quantity throughput depends on)."""
+    return float(np.sum(y) / max(np.sum(x), 1e-30))
+
+
+def fit_transfer(runs: list[RunData]) -> list[Fit]:
+    """Publish (stall) and load bandwidths from their median durations."""
+    nbytes = float(runs[0].machine["weight_bytes"])
+    out = []
+    for name, key, column, frames in (
+        ("publish", "rdma_bytes_per_s", "publish_s", [r.trainer for r in runs]),
+        ("weight load", "pcie_bytes_per_s", "load_s", [r.loads for r in runs]),
+    ):
+        secs = pd.concat([f[column] for f in frames]).to_numpy(float)
+        secs = secs[secs > 0]
+        if len(secs) == 0:
+            raise ValueError(f"no {name} was recorded in any run")
+        med_s = float(np.median(secs))
+        r2, med, p90 = quality(secs, np.full(len(secs), med_s))
+        out.append(Fit(name, {key: nbytes / med_s}, len(secs), r2, med, p90,
+                       f"median {med_s * 1e3:.1f} ms for {nbytes / 1e6:.2f} MB"))  # fmt: skip
+    return out
+
+
+def fit_refill(runs: list[RunData]) -> Fit:
+    """The refill latency (module docstring); 0 with no load followed by a step."""
+    gaps = []
+    for run in runs:
+        eng = run.engine
+        for rid, loads in run.loads.groupby(run.loads["replica_id"].astype(str)):
+            mine = eng[eng["replica_id"].astype(str) == rid]
+            starts = (mine["at_s"] - mine["step_s"]).to_numpy(float)
+            if "at_s" not in loads or len(starts) == 0:
+                continue
+            ends = loads["at_s"].to_numpy(float)
+            nxt = np.searchsorted(starts, ends)
+            ok = nxt < len(starts)
+            gaps += [g for g in starts[nxt[ok]] - ends[ok] if 0 <= g < MAX_REFILL_S]
+    if not gaps:
+        return Fit("refill latency", {"refill_latency_s": 0.0}, 0, float("nan"), 0.0, 0.0,
+                   "no load followed by a step")  # fmt: skip
+    arr = np.asarray(gaps)
+    med = float(np.median(arr))
+    r2, rel_med, p90 = quality(arr, np.full(len(arr), med))
+    return Fit("refill latency", {"refill_latency_s": med}, len(arr), r2, rel_med, p90,
+               f"median {med * 1e3:.0f} ms from load to first step")  # fmt: skip

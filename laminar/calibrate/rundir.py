@@ -1,0 +1,103 @@
+"""Read the files of ``laminar train`` run directories that calibration needs (files only).
+
+A run directory must hold ``config.yaml``, ``summary.json`` and ``profile/`` with
+``engine_steps.csv``, ``trainer_steps.csv``, ``weight_loads.csv`` and ``machine.json``
+(``laminar/runtime/profiling.py`` writes them). Errors name the file, the row and the column.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from laminar.config import LaminarConfig, load_config
+from laminar.errors import LaminarError, TraceError
+
+ENGINE_COLUMNS = ("replica_id", "at_s", "step_s", "decode_seqs", "prefill_tokens", "kv_tokens")
+TRAINER_COLUMNS = ("step", "train_s", "publish_s", "tokens", "tokens_sq")
+LOAD_COLUMNS = ("replica_id", "at_s", "load_s")
+MACHINE_KEYS = ("mode", "rollout_cpus", "trainer_threads", "kv_capacity_tokens", "weight_bytes")
+MACHINE_KEYS += ("params", "cpu_model", "model")
+
+
+class RunDirError(LaminarError):
+    """A run directory lacks a file calibration needs, or a file is malformed."""
+
+
+@dataclass
+class RunData:
+    """One run directory's calibration inputs."""
+
+    path: Path
+    config: LaminarConfig
+    summary: dict
+    machine: dict
+    engine: pd.DataFrame
+    trainer: pd.DataFrame
+    loads: pd.DataFrame
+
+
+def read_run(path: str | Path) -> RunData:
+    """Everything calibration reads from one run directory (module docstring)."""
+    root = Path(path)
+    if not root.is_dir():
+        raise RunDirError(f"{root}: not a directory (expected a `laminar train` run directory)")
+    cfg_path = root / "config.yaml"
+    if not cfg_path.is_file():
+        raise RunDirError(f"{cfg_path}: missing (is {root} a `laminar train` run directory?)")
+    config = load_config(cfg_path)
+    prof = root / "profile"
+    machine = _json(prof / "machine.json")
+    missing = [k for k in MACHINE_KEYS if k not in machine]
+    if missing:
+        raise RunDirError(f"{prof / 'machine.json'}: missing key '{missing[0]}'")
+    return RunData(
+        path=root,
+        config=config,
+        summary=_json(root / "summary.json"),
+        machine=machine,
+        engine=_csv(prof / "engine_steps.csv", ENGINE_COLUMNS),
+        trainer=_csv(prof / "trainer_steps.csv", TRAINER_COLUMNS),
+        loads=_csv(prof / "weight_loads.csv", LOAD_COLUMNS),
+    )
+
+
+def _json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise RunDirError(f"{path}: missing (a run from before profiling was recorded?)") from None
+    except (OSError, json.JSONDecodeError) as e:
+        raise RunDirError(f"{path}: cannot read: {e}") from None
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path}: expected a JSON object")
+    return data
+
+
+def _csv(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
+    try:
+        df = pd.read_csv(path)
+    except FileNotFoundError:
+        raise RunDirError(f"{path}: missing (a run from before profiling was recorded?)") from None
+    except pd.errors.EmptyDataError:
+        df = pd.DataFrame(columns=list(columns))
+    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise RunDirError(f"{path}: cannot parse: {e}") from None
+    for col in columns:
+        if col not in df.columns:
+            raise TraceError(str(path), "missing column", column=col)
+    for col in columns:
+        if col == "replica_id":
+            continue
+        values = pd.to_numeric(df[col], errors="coerce")
+        bad = values.isna() | (values < 0) | np.isinf(values.to_numpy(float))
+        if bad.any():
+            row = int(bad.to_numpy().nonzero()[0][0]) + 1
+            raise TraceError(str(path), f"expected a number >= 0, got {df[col].iloc[row - 1]!r}",
+                             row=row, column=col)  # fmt: skip
+        df[col] = values
+    return df

@@ -1,0 +1,48 @@
+"""``laminar calibrate RUN_DIR [RUN_DIR ...] -o cost.json``: fit the simulator to real runs."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "calibrate",
+        help="fit the simulator's cost model to `laminar train` run directories",
+        description="Fit every cost-model coefficient (engine step vs batch and KV tokens, "
+        "prefill, trainer rate, weight publish and load) to the profile/ of `laminar train` "
+        "run directories of one machine and model; print each term's fit quality; write a "
+        "cost file that `laminar simulate CONFIG --cost FILE` loads to predict the job CONFIG "
+        "trains.",
+    )
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="`laminar train` run directories")
+    p.add_argument("-o", "--out", required=True, metavar="FILE", help="cost file to write (.json)")
+    p.set_defaults(func=_calibrate)
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from laminar.calibrate import calibrate, cost_file_json
+    from laminar.rundir import staged_file
+
+    content, fits = calibrate(args.runs)
+    print(fit_table(fits))
+    print()
+    for name, c in content["coefficients"].items():
+        print(f"  {name:26s} {c['value']:12.4g} {c['unit']}")
+    with staged_file(args.out) as tmp:
+        tmp.write_text(cost_file_json(content))
+    print(f"\ncost file: {args.out}  (laminar simulate CONFIG --cost {args.out})")
+    return 0
+
+
+def fit_table(fits) -> str:
+    """One line per fitted term: samples, R², median and p90 relative residual."""
+    lines = [f"{'term':22s} {'samples':>8s} {'R2':>7s} {'|res|/y p50':>12s} {'p90':>7s}  note"]
+    for f in fits:
+        r2 = "-" if math.isnan(f.r2) else f"{f.r2:.3f}"
+        lines.append(
+            f"{f.name:22s} {f.samples:8d} {r2:>7s} {f.rel_err_median:12.1%} "
+            f"{f.rel_err_p90:7.1%}  {f.note if not f.name.startswith('trainer') else ''}"
+        )
+    return "\n".join(lines)

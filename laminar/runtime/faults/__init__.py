@@ -1,0 +1,1 @@
+"""Faults in the real runtime: detection (watchdog, supervisor), injection, recovery records."""

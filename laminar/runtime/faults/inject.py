@@ -1,0 +1,143 @@
+"""Carry out one injected fault on a running job (``laminar train --fault KIND@WHEN``).
+
+Each function kills something the way it dies in production and returns what was killed; the
+:class:`laminar.runtime.faults.supervisor.Supervisor` then times detection and recovery.
+
+- ``kill-rollout``: the rollout actor process (SIGKILL through Ray), its engine orphaned;
+- ``kill-engine``: the engine's processes (vLLM EngineCore and workers), the actor stays;
+- ``kill-machine``: a Ray node of the emulated cluster, with its rollouts and relay;
+- ``kill-relay``: one relay worker (the tier must be on: ``relay.enabled``);
+- ``kill-trainer``: the trainer actor, wherever it is in its step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from typing import Any
+
+from laminar.config.runtime_faults import FaultSpec
+
+
+class FaultNotApplicable(RuntimeError):
+    """The fault cannot be carried out on this run now (no such target, nothing left)."""
+
+
+class FaultDeferred(FaultNotApplicable):
+    """Not now, maybe soon: e.g. a replacement rollout is still starting."""
+
+
+def choose_rollout(a: Any, target: str | None) -> str:
+    """The target rollout, or the last live one (never the only one left); rollouts already
+    hit by a fault whose recovery is not over are not chosen again."""
+    hit = {f.get("target") for f in a.info.get("faults", []) if f.get("open")}
+    live = [rid for rid in a.live() if rid not in hit]
+    if target is not None:
+        if target not in live:
+            raise FaultNotApplicable(f"no live rollout {target!r} (live: {', '.join(live)})")
+        return target
+    if len(live) < 2:
+        raise FaultDeferred("fewer than two healthy rollouts: killing one would stop the run")
+    return live[-1]
+
+
+def kill_rollout(a: Any, target: str | None) -> dict:
+    import ray
+
+    rid = choose_rollout(a, target)
+    ray.kill(a.rollouts[rid], no_restart=True)
+    return {"target": rid}
+
+
+def kill_engine(a: Any, target: str | None) -> dict:
+    """SIGKILL the engine processes a rollout started (recorded at its start-up)."""
+    import psutil
+
+    rid = choose_rollout(a, target)
+    killed = []
+    for pid, created in a.procs.get(rid, {}).get("pids", []):
+        with contextlib.suppress(psutil.Error):
+            if psutil.Process(pid).create_time() == created:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+    if not killed:
+        raise FaultNotApplicable(f"rollout {rid} has no engine process left to kill")
+    return {"target": rid, "pids": killed}
+
+
+def reap(a: Any, rid: str) -> None:
+    """Kill what a dead rollout's engine left on this machine (its processes, by pid and start
+    time, so never a recycled pid) and unlink the shared-memory files they mapped."""
+    import psutil
+
+    footprint = a.procs.get(rid, {})
+    for pid, created in footprint.get("pids", []):
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            if proc.create_time() == created:
+                proc.kill()
+    for path in footprint.get("shm", []):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+def sweep_run_processes(run_id: str) -> list[int]:
+    """Kill what is left of a run on this host after Ray stopped: processes whose environment
+    names the run's directories (``laminar-<run id>``: Ray gave them to every actor, whose
+    engines inherit them), e.g. the engine of a replacement killed while it was starting."""
+    import psutil
+
+    mark = f"laminar-{run_id}".encode()
+    me = os.getpid()
+    mine = {me, *(p.pid for p in psutil.Process(me).parents())}
+    killed = []
+    for proc in psutil.process_iter(["pid", "uids"]):
+        if proc.pid in mine or proc.info["uids"] is None or proc.info["uids"].real != os.getuid():
+            continue
+        try:
+            env = open(f"/proc/{proc.pid}/environ", "rb").read()  # noqa: SIM115 - one read
+        except OSError:
+            continue
+        if mark in env:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+                killed.append(proc.pid)
+    return killed
+
+
+def kill_trainer(a: Any, target: str | None) -> dict:
+    import ray
+
+    ray.kill(a.trainer, no_restart=True)
+    return {"target": "trainer"}
+
+
+def kill_relay(a: Any, target: str | None) -> dict:
+    relays = getattr(a, "relays", None)
+    if relays is None:
+        raise FaultNotApplicable("kill-relay needs the relay tier (relay.enabled=true)")
+    from laminar.runtime.cluster import node_of
+
+    return {"target": relays.kill(target, trainer_machine=node_of(a.trainer))}
+
+
+def kill_machine(a: Any, target: str | None) -> dict:
+    machines = getattr(a, "machines", None)
+    if machines is None:
+        raise FaultNotApplicable("kill-machine needs emulated machines (a multi-node cluster)")
+    return machines.kill(target, a)
+
+
+KILLERS = {
+    "kill-rollout": kill_rollout,
+    "kill-engine": kill_engine,
+    "kill-machine": kill_machine,
+    "kill-relay": kill_relay,
+    "kill-trainer": kill_trainer,
+}
+
+
+def inject(a: Any, spec: FaultSpec) -> dict:
+    """Carry out ``spec``; raises :class:`FaultNotApplicable` when it cannot be."""
+    return KILLERS[spec.kind](a, spec.target)

@@ -1,0 +1,64 @@
+"""Machine failures (``kill-machine``) on an emulated cluster: several Ray nodes on one host.
+
+``laminar.runtime.emulate.EmulatedCluster`` starts the nodes; a process that holds one
+registers it here (:func:`register`), and a run joining that cluster (``runtime.address``)
+finds it and can remove a node without a graceful shutdown, which is what a machine failure
+looks like to Ray. The rollouts on that node are then seen dead by the rollout manager (their
+calls fail within seconds), recovered and replaced elsewhere when resources allow; its relay
+is dropped from the chain by the relay manager's heartbeats.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from laminar.runtime.faults.inject import FaultDeferred, FaultNotApplicable
+
+_CLUSTERS: dict[str, Any] = {}
+
+
+def register(cluster: Any) -> None:
+    """Let runs that join ``cluster.address`` kill its machines."""
+    _CLUSTERS[cluster.address] = cluster
+
+
+def unregister(cluster: Any) -> None:
+    _CLUSTERS.pop(cluster.address, None)
+
+
+def machines_for(address: str) -> MachineFaults | None:
+    cluster = _CLUSTERS.get(address) if address else None
+    return MachineFaults(cluster) if cluster is not None else None
+
+
+class MachineFaults:
+    """Kill a machine of an emulated cluster, with what ran on it."""
+
+    def __init__(self, cluster: Any):
+        self.cluster = cluster
+
+    def kill(self, target: str | None, a: Any) -> dict:
+        """Kill machine ``target`` (a name such as ``m1``), by default the last one with a
+        live rollout that holds neither the trainer nor Ray's head; returns the record."""
+        from laminar.runtime import cluster as rc
+
+        head = self.cluster.nodes.get("m0")
+        spared = {rc.node_of(a.trainer), head.node_id if head else None}
+        hit = {f.get("target") for f in a.info.get("faults", []) if f.get("open")}
+        where = {rid: rc.node_of(h) for rid, h in a.live().items() if rid not in hit}
+        names = {m.node_id: name for name, m in self.cluster.nodes.items()}
+        if target is None:
+            candidates = [names[n] for n in where.values() if n not in spared and n in names]
+            if not candidates:  # e.g. the others' rollouts are still being replaced
+                raise FaultDeferred("no machine with healthy rollouts but without the trainer")
+            target = sorted(set(candidates))[-1]
+        m = self.cluster.nodes.get(target)
+        if m is None:
+            raise FaultNotApplicable(f"no machine {target!r} (have {sorted(self.cluster.nodes)})")
+        if m.node_id in spared:
+            raise FaultNotApplicable(f"machine {target} holds the trainer or Ray's head")
+        rollouts = sorted(rid for rid, n in where.items() if n == m.node_id)
+        if len(rollouts) >= len(where):
+            raise FaultDeferred(f"machine {target} holds every healthy rollout")
+        self.cluster.kill(target)
+        return {"target": target, "rollouts": rollouts, "node_id": m.node_id}

@@ -1,0 +1,125 @@
+"""Relay workers during ``laminar train``: kill one (``kill-relay``), see deaths, restart them.
+
+A relay that dies is dropped from the chain by the trainer's relay manager
+(``laminar.runtime.relay.manager``: heartbeats, then ``laminar.policy.relay.rebuild_chain``).
+The driver sees the death too (its actor call fails) and starts a new relay worker on the same
+node, at the same ports and over the same store, so the relay manager's heartbeat finds it
+answering again and puts it back in the chain (``plan_chain`` under the current master); the
+rollouts on that machine read the same store throughout.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from laminar.runtime.faults.inject import FaultNotApplicable
+
+
+def relay_handles(store: Any) -> RelayFaults | None:
+    """The run's relay workers, when its weight path is the relay tier."""
+    workers = getattr(store, "_workers", None)
+    return RelayFaults(store, workers) if workers else None
+
+
+class RelayFaults:
+    """The relay workers of one run, by relay id."""
+
+    def __init__(self, store: Any, workers: list[tuple[Any, Any]]):
+        self.store = store
+        self.workers = workers  # the run's list, which teardown stops: restarts replace entries
+        self.handles = {info.id: h for h, info in workers}
+        self.infos = {info.id: info for _, info in workers}
+        self.node = {info.id: info.machine for _, info in workers}
+        self.restarting: dict[str, tuple[Any, Any]] = {}  # relay id -> (handle, info ref)
+
+    def kill(self, target: str | None, trainer_machine: str | None = None) -> str:
+        """Kill relay ``target`` (an id or an index), by default the last one that is not the
+        master (the relay on the trainer's machine, which the trainer hands weights to)."""
+        import ray
+
+        ids = sorted(self.handles)
+        if target is not None:
+            rid = target if target in self.handles else f"relay-{target}"
+            if rid not in self.handles:
+                raise FaultNotApplicable(f"no relay {target!r} (relays: {', '.join(ids)})")
+        else:
+            master_machine = trainer_machine or self._trainer_machine()
+            others = [r for r in ids if self.node[r] != master_machine]
+            if not others:
+                raise FaultNotApplicable(
+                    "only the master relay runs (one machine): kill-relay needs a relay on "
+                    "another machine than the trainer (a multi-node run)"
+                )
+            rid = others[-1]
+        ray.kill(self.handles[rid], no_restart=True)
+        return rid
+
+    def _trainer_machine(self) -> str:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
+    def watch(self, sup: Any) -> bool:
+        """Detect dead relays, restart them, and close their fault records; True on change."""
+        import ray
+
+        changed = False
+        refs = {rid: h.info.remote() for rid, h in self.handles.items()}
+        ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=2.0)
+        for rid, ref in refs.items():
+            if rid in self.restarting or ref not in ready:
+                continue
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayError:
+                self._restart(rid, sup)
+                changed = True
+        for rid, (handle, info_ref) in list(self.restarting.items()):
+            done, _ = ray.wait([info_ref], timeout=0)
+            if done:
+                del self.restarting[rid]
+                try:
+                    ray.get(info_ref)
+                except ray.exceptions.RayError:  # its machine went meanwhile: no relay there
+                    del self.handles[rid]
+                    self._close_record(sup, rid, restarted=False)
+                    changed = True
+                    continue
+                self.handles[rid] = handle
+                i = next(i for i, (_, info) in enumerate(self.workers) if info.id == rid)
+                self.workers[i] = (handle, self.infos[rid])
+                self._close_record(sup, rid)
+                changed = True
+        return changed
+
+    def _restart(self, rid: str, sup: Any) -> None:
+        from laminar.runtime.relay.tier import start_relay_worker
+
+        now = sup.now_s()
+        rec = sup._open_record("kill-relay", rid) or sup._record(
+            {"kind": "relay-death", "target": rid, "at_s": now, "step": sup.last_step}
+        )
+        rec.update(detected_s=now, detection_s=now - rec["at_s"], restart_t=time.perf_counter())
+        if not _node_alive(self.node[rid]):  # its machine is gone: the chain goes on without it
+            del self.handles[rid]
+            rec.pop("restart_t")
+            rec.update(open=False, restarted=False)
+            return
+        info = self.infos[rid]
+        handle = start_relay_worker(self.store.relay_cfg, info, self.node[rid])
+        self.restarting[rid] = (handle, handle.info.remote())
+
+    def _close_record(self, sup: Any, rid: str, restarted: bool = True) -> None:
+        for rec in sup.faults:
+            if rec.get("target") == rid and rec.get("open") and "restart_t" in rec:
+                took_s = time.perf_counter() - rec.pop("restart_t")
+                if restarted:
+                    rec["recovery_s"] = took_s
+                rec.update(open=False, restarted=restarted)
+
+
+def _node_alive(node_id: str) -> bool:
+    import ray
+
+    return any(n["NodeID"] == node_id and n["Alive"] for n in ray.nodes())

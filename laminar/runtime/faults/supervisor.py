@@ -1,0 +1,330 @@
+"""The driver's supervisor: injects scheduled faults, sees deaths, recovers, times both.
+
+While the trainer runs a step, the driver polls every ``runtime.faults.poll_s`` instead of
+blocking, and each poll (:meth:`Supervisor.tick`):
+
+- injects faults whose time has come (``KIND@90s``; ``KIND@5`` goes right after step 5);
+- reads the rollout manager's deaths (an actor that stopped answering, an engine that died or
+  stalled: ``laminar.runtime.faults.watchdog``), fences the dead actor (killed, so it can
+  deliver nothing more) and starts a replacement when ``replace_dead`` and resources allow;
+  a replacement joins the job (its machine's weight path, the pools, the manager) once its
+  engine is up;
+- restarts a relay that stopped answering (``laminar.runtime.faults.relays``).
+
+A trainer that dies at any point makes its step's result raise: what that step took from the
+buffer goes back, a new trainer starts from the last checkpoint (rollouts keep generating), and
+the step runs again. ``runtime.step_timeout_s`` stays a last resort for a step that never ends.
+Every fault gets a record in ``summary.json``'s ``faults``: what, when, detection and recovery
+seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from laminar.config import LaminarConfig
+from laminar.config.runtime_faults import FaultSpec
+from laminar.runtime.faults.inject import FaultDeferred, FaultNotApplicable, inject, reap
+
+REPLACE_TIMEOUT_S = 300.0  # a replacement whose engine is not up by then is given up
+
+
+def scheduled_faults(cfg: LaminarConfig) -> list[FaultSpec]:
+    """``runtime.faults.inject`` plus the older ``kill_*_at_step`` settings, mapped onto it."""
+    rt = cfg.runtime
+    specs = rt.faults.specs()
+    if rt.kill_rollout_at_step >= 0:
+        specs.append(FaultSpec("kill-rollout", step=rt.kill_rollout_at_step))
+    if rt.kill_trainer_at_step >= 0:
+        specs.append(FaultSpec("kill-trainer", step=rt.kill_trainer_at_step))
+    return specs
+
+
+class Supervisor:
+    """Fault injection, death detection and recovery for one running job."""
+
+    def __init__(
+        self,
+        a: Any,
+        cfg: LaminarConfig,
+        *,
+        spawn: Callable[[int, str], Any] | None,
+        checkpoint: Callable[[], str | None],
+        on_change: Callable[[], None] = lambda: None,
+        done: set[str] = frozenset(),
+    ):
+        self.a, self.cfg = a, cfg
+        self.spawn = spawn
+        self.checkpoint = checkpoint
+        self.on_change = on_change
+        self.pending = [s for s in scheduled_faults(cfg) if s.text() not in done]
+        self.faults: list[dict] = a.info.setdefault("faults", [])
+        self.loops: dict[str, Any] = {}  # rollout -> its run_laminar call (laminar mode)
+        self.starting: dict[str, tuple[Any, Any, int, float]] = {}
+        self.index = {rid: i for i, rid in enumerate(a.rollouts)}  # rollout -> its slot
+        self.seen_events = 0
+        self.loop_t0 = time.time()
+        self.last_step = -1
+        self.stopping = False
+
+    # -- the clock of the run ---------------------------------------------------------------
+
+    def now_s(self) -> float:
+        return time.time() - self.a.info["t0_s"]
+
+    def start_loop(self) -> None:
+        self.loop_t0 = time.time()
+
+    # -- trainer steps ----------------------------------------------------------------------
+
+    def run_step(self, step: int) -> dict:
+        """Run trainer step ``step`` to the end, surviving trainer deaths; poll meanwhile."""
+        import ray
+
+        timeout_s = self.cfg.runtime.step_timeout_s
+        while True:
+            ref = self.a.trainer.step.remote(step)
+            deadline = time.monotonic() + timeout_s
+            while True:
+                ready, _ = ray.wait([ref], timeout=self.cfg.runtime.faults.poll_s)
+                if ready:
+                    break
+                self.tick()
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"trainer step {step} took over runtime.step_timeout_s={timeout_s}s "
+                        "(no complete groups arrived: are the rollouts alive?)"
+                    )
+            try:
+                m = ray.get(ref)
+                self.last_step = step
+                return m
+            except ray.exceptions.RayActorError as e:
+                self.trainer_died(step, e)
+
+    def call_trainer(self, step: int, fn: Callable[[], Any]) -> Any:
+        """A trainer call between steps (checkpoint); a death there restarts the trainer too."""
+        import ray
+
+        try:
+            return fn()
+        except ray.exceptions.RayActorError as e:
+            self.trainer_died(step + 1, e)
+            return None
+
+    def trainer_died(self, step: int, err: BaseException) -> None:
+        """Give back what step ``step`` took, start a new trainer from the last checkpoint."""
+        import ray
+
+        detected = self.now_s()
+        rec = self._open_record("kill-trainer") or self._record(
+            {"kind": "trainer-death", "target": "trainer", "at_s": detected, "step": step - 1}
+        )
+        rec["detected_s"] = detected
+        rec["detection_s"] = detected - rec["at_s"]
+        rec["error"] = f"{type(err).__name__}"
+        t = time.perf_counter()
+        rec["requeued_groups"] = ray.get(self.a.buffer.requeue_from.remote(step))
+        rec["resumed_version"] = restart_trainer(self.a, self.checkpoint())
+        rec["checkpoint"] = self.checkpoint()
+        rec["recovery_s"] = time.perf_counter() - t
+        rec["open"] = False
+        self.on_change()
+
+    # -- scheduled faults -------------------------------------------------------------------
+
+    def after_step(self, step: int) -> None:
+        """Inject the faults scheduled right after trainer step ``step``."""
+        due = [s for s in self.pending if s.step is not None and s.step <= step]
+        self._inject(due, step)
+
+    def tick(self) -> None:
+        """One poll: due timed faults, deaths seen by the manager, replacements coming up."""
+        elapsed = time.time() - self.loop_t0
+        due = [
+            s
+            for s in self.pending
+            if (s.at_s is not None and s.at_s <= elapsed)
+            or (s.step is not None and s.step <= self.last_step)  # deferred at its step
+        ]
+        self._inject(due, self.last_step)
+        self._watch_rollouts()
+        self._finish_replacements()
+        relays = getattr(self.a, "relays", None)
+        if relays is not None and relays.watch(self):
+            self.on_change()
+
+    def _inject(self, due: list[FaultSpec], step: int) -> None:
+        for spec in due:
+            rec = {"kind": spec.kind, "spec": spec.text(), "at_s": self.now_s(), "step": step}
+            try:
+                rec.update(inject(self.a, spec))
+            except FaultDeferred:
+                if self.starting or self._recovering():
+                    continue  # stays pending: tried again at the next poll
+                rec.update(skipped="fewer than two healthy rollouts")
+            except FaultNotApplicable as e:
+                rec.update(skipped=str(e))
+            self.pending.remove(spec)
+            self._record(rec)
+        if due:
+            self.on_change()
+
+    def _recovering(self) -> bool:
+        return any(f.get("open") for f in self.faults)
+
+    def _record(self, rec: dict) -> dict:
+        rec.setdefault("open", "skipped" not in rec)
+        self.faults.append(rec)
+        return rec
+
+    def _open_record(self, kind: str, target: str | None = None) -> dict | None:
+        for rec in self.faults:
+            hit = target is None or target in (rec.get("target"), *rec.get("rollouts", ()))
+            if rec.get("open") and rec["kind"] == kind and hit:
+                return rec
+        return None
+
+    # -- rollouts -----------------------------------------------------------------------------
+
+    def _watch_rollouts(self) -> None:
+        import ray
+
+        health = ray.get(self.a.manager.health.remote(self.seen_events))
+        self.seen_events += len(health["events"])
+        for ev in health["events"]:
+            if ev["kind"] == "recovery":
+                self._rollout_died(ev)
+
+    def _rollout_died(self, ev: dict) -> None:
+        import ray
+
+        rid = ev["src"]
+        self.a.dead.add(rid)
+        ray.kill(self.a.rollouts[rid], no_restart=True)  # fence: a hung actor delivers nothing
+        reap(self.a, rid)  # its orphaned engine would hold memory and cores until the end
+        rec = self._rollout_record(rid, ev)
+        if rec is not None:
+            rec["recovered"] = sorted({*rec.get("recovered", []), rid})
+            if set(rec["recovered"]) >= set(rec.get("rollouts", [rec.get("target")])):
+                rec["detected_s"] = ev["at_s"]
+                rec["detection_s"] = ev["at_s"] - rec["at_s"]
+                rec["recovery_s"] = ev["duration_s"]
+                rec["trajectories_continued"] = ev["continued"]
+                rec["trajectories_restarted"] = ev["restarted"]
+                rec["already_finished"] = ev.get("already_finished", 0)
+        started = self._replace(rid, rec)
+        if rec is not None and "detected_s" in rec and not started and not self.starting:
+            rec["open"] = False  # nothing more to wait for
+        self.on_change()
+
+    def _rollout_record(self, rid: str, ev: dict) -> dict | None:
+        for kind in ("kill-rollout", "kill-engine", "kill-machine"):
+            rec = self._open_record(kind, rid)
+            if rec is not None and "detected_s" not in rec:
+                return rec
+        return self._record(
+            {
+                "kind": "rollout-death",
+                "target": rid,
+                "at_s": ev["at_s"],
+                "detected_s": ev["at_s"],
+                "detection_s": 0.0,
+                "recovery_s": ev["duration_s"],
+                "reason": ev.get("reason", ""),
+                "open": False,
+            }
+        )
+
+    def _replace(self, rid: str, rec: dict | None) -> bool:
+        """Start a replacement in ``rid``'s slot if the run is short of rollouts."""
+        live = len(self.a.live()) + len(self.starting)
+        if self.stopping or not (self.cfg.runtime.faults.replace_dead and self.spawn):
+            return False
+        if live >= self.cfg.runtime.rollouts:
+            return False
+        index = self.index[rid]
+        new_id = f"r{len(self.a.rollouts) + len(self.starting)}"
+        handle = self.spawn(index, new_id)
+        self.starting[new_id] = (handle, handle.start.remote(), index, time.perf_counter())
+        if rec is not None:
+            rec.setdefault("replacements", []).append(new_id)
+        return True
+
+    def _finish_replacements(self, deadline: float | None = None) -> None:
+        """Replacements whose engine is up join the job; ``deadline`` (monotonic): wait for
+        them until then (the end of the run), else only look."""
+        import ray
+
+        for new_id, (handle, ref, index, t0) in list(self.starting.items()):
+            wait_s = 0.0 if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _ = ray.wait([ref], timeout=wait_s)
+            if not ready:
+                if deadline is not None or time.perf_counter() - t0 > REPLACE_TIMEOUT_S:
+                    del self.starting[new_id]
+                    ray.kill(handle, no_restart=True)  # its processes: swept at teardown
+                    self._replacement_failed(new_id, "not started in time")
+                continue
+            del self.starting[new_id]
+            try:
+                footprint = ray.get(ref)
+            except ray.exceptions.RayError as e:  # it died starting (its machine went too)
+                self._replacement_failed(new_id, type(e).__name__)
+                continue
+            self.a.join(new_id, handle, index, footprint)
+            self.index[new_id] = index
+            if not self.stopping:
+                if self.cfg.runtime.mode == "laminar":
+                    self.loops[new_id] = handle.run_laminar.remote()
+                ray.get(self.a.manager.add.remote(new_id, handle))
+            for rec in self.faults:
+                if new_id in rec.get("replacements", []):
+                    rec["replaced_s"] = self.now_s() - rec["at_s"]
+                    rec["open"] = False
+            self.on_change()
+
+    def _replacement_failed(self, new_id: str, why: str) -> None:
+        for rec in self.faults:
+            if new_id in rec.get("replacements", []):
+                rec.setdefault("replacements_failed", []).append(f"{new_id}: {why}")
+                rec["open"] = False
+
+    def settle(self, timeout_s: float = 180.0) -> None:
+        """End of the loop: replacements still starting join (so teardown stops their engines
+        cleanly) without taking work; faults that never found their moment are recorded."""
+        self.stopping = True
+        self._finish_replacements(deadline=time.monotonic() + timeout_s)
+        self._watch_rollouts()
+        for spec in self.pending:
+            self._record(
+                {"kind": spec.kind, "spec": spec.text(), "skipped": "the run ended first"}
+            )
+        self.pending = []
+        self.on_change()
+
+    def checkpoint_meta(self, step: int) -> dict:
+        """What a resumed run needs besides trainer and pools: the clock, faults, events."""
+        import ray
+
+        events = self.a.info.get("prior_events", [])  # a resumed run's earlier ones
+        events = events + ray.get(self.a.manager.health.remote(0))["events"]
+        return {
+            "elapsed_s": self.now_s(),
+            "wall_s": self.a.info.get("prior_wall_s", 0.0) + time.time() - self.loop_t0,
+            "faults": self.faults,
+            "events": events,
+            "rollouts": sorted(self.a.rollouts),
+        }
+
+
+def restart_trainer(a: Any, checkpoint: str | None) -> int:
+    """Kill the trainer (if it still lives) and start a new one from ``checkpoint`` (§3.3);
+    the rollouts keep generating meanwhile. Updates after that checkpoint are lost."""
+    import ray
+
+    ray.kill(a.trainer, no_restart=True)
+    a.trainer = a.new_trainer()
+    ray.get(a.trainer.setup.remote())
+    return ray.get(a.trainer.resume.remote(a.weights, checkpoint))

@@ -1,0 +1,337 @@
+"""The job ``laminar train`` runs, simulated: one config trains and simulates the same job.
+
+``sim.setting: runtime`` (or ``auto`` with a cost file written by ``laminar calibrate``) maps
+the config's runtime section onto the simulated cluster; the cost file supplies the durations
+measured on the machine the runs came from (``laminar/calibrate``):
+
+- ``runtime.rollouts`` engines -> that many replicas of one "GPU" each;
+- their cores (``laminar.policy.placement``, the runtime's own placement) -> replicas on the
+  same cores share them: with k busy replicas on a core set, each decodes and prefills
+  1 + alpha (k - 1) times slower (alpha calibrated; 1 is processor sharing; :class:`CoreSharing`),
+  times the cost file's factor for the runtime mode;
+- the trainer on its cores -> the trainer, at the cost file's rate for that many threads;
+- ``runtime.max_batch`` -> B, the batch bound of every replica and of repack;
+- laminar mode: a rollout on the newest weights tops up whole prompt groups while it holds
+  fewer than B trajectories, drains and reloads once a newer version is published ->
+  :class:`RuntimeLaminar` (``top_up``, ``refill``);
+- the prompt pool's flow control (at most ``(steps consumed + 1 + prefetch_steps) x
+  prompts_per_step`` groups handed out) -> the :class:`RuntimeLaminar` budget, and no other
+  backpressure;
+- sync mode: every rollout loads the newest weights, the step's groups are dealt round robin,
+  generated to the end, then trained on every core -> :class:`RuntimeSync`;
+- publish into ``/dev/shm`` (the actor stall) and a rollout's weight load -> the cost file's
+  ``rdma`` and ``pcie`` links, fitted to those two durations;
+- prompts a rollout takes start decoding the cost file's ``refill_latency_s`` later (the
+  control plane's Ray calls: take, register in the partial pool, submit);
+- finished trajectories reach the buffer at the rollout's next flush (every
+  ``runtime.flush_interval_s``; laminar mode) -> half an interval late on average;
+- the task's answer lengths, or a run's own trace (``workload.source: trace``) -> the
+  workload (:func:`runtime_workload`).
+
+Known differences: the trainer and replicas are assumed not to share cores with each other or
+with anything else (other processes on the machine slow the real run only); replicas on
+overlapping but different core sets do not slow each other.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+
+from laminar.config import LaminarConfig
+from laminar.errors import ConfigError
+from laminar.policy.placement import place
+from laminar.sim.baselines import Verl
+from laminar.sim.cost import Coefficient, CostModel
+from laminar.sim.systems import GpuSplit, Proc, System
+
+Z_99 = 2.3263478740408408  # standard normal quantile at 0.99 (the task's tail_ratio is p99/p50)
+
+
+def cost_extras(cfg: LaminarConfig) -> dict | None:
+    """The ``runtime`` block of ``sim.cost_file`` (None when there is none)."""
+    if not cfg.sim.cost_file:
+        return None
+    try:
+        data = json.loads(Path(cfg.sim.cost_file).read_text())
+    except (OSError, ValueError):  # JSON, decoding, a NUL in the path
+        return None  # ``load_cost_file`` reports the file's problem with its name
+    block = data.get("runtime") if isinstance(data, dict) else None
+    return block if isinstance(block, dict) else None
+
+
+def refill_latency_s(cfg: LaminarConfig) -> float:
+    """Seconds from deciding to start prompts to their first engine step (the runtime's
+    control plane: Ray calls to the pools and the engine), from the cost file; 0 if absent."""
+    return float((cost_extras(cfg) or {}).get("refill_latency_s", 0.0))
+
+
+def is_runtime_setting(cfg: LaminarConfig) -> bool:
+    """True when ``cfg`` is to be simulated as the runtime's own job (``sim.setting``)."""
+    if cfg.sim.setting == "auto":
+        return cost_extras(cfg) is not None
+    return cfg.sim.setting == "runtime"
+
+
+def runtime_config(cfg: LaminarConfig) -> LaminarConfig:
+    """The simulator settings the runtime section implies (B, no buffer backpressure, repack
+    only in laminar mode, the one system the config trains)."""
+    if not cfg.sim.cost_file:
+        raise ConfigError(
+            "config",
+            "sim.cost_file",
+            "sim.setting 'runtime' needs a calibrated cost file (laminar calibrate RUN_DIR "
+            "-o cost.json; then --cost cost.json)",
+        )
+    rt = cfg.runtime
+    sim = cfg.sim.model_copy(
+        update={"max_batch": rt.max_batch, "buffer_limit_batches": 0.0, "systems": [rt.mode]}
+    )
+    repack = cfg.repack.model_copy(update={"enabled": cfg.repack.enabled and rt.mode == "laminar"})
+    # Counted as one machine of rollouts + 1 "GPUs": the replicas and the trainer.
+    machine = cfg.cluster.model_copy(
+        update={"gpus": rt.rollouts + 1, "gpus_per_machine": rt.rollouts + 1}
+    )
+    return cfg.model_copy(update={"sim": sim, "repack": repack, "cluster": machine})
+
+
+def trainer_threads(cfg: LaminarConfig) -> int:
+    """Threads the runtime's trainer uses under this config's placement."""
+    rt = cfg.runtime
+    return place(rt).trainer_threads(rt.trainer_threads)
+
+
+def placed_cost(cfg: LaminarConfig, cost: CostModel) -> CostModel:
+    """``cost`` with the trainer's rate for the trainer threads this config's placement gives.
+
+    The cost file lists a rate per thread count it was calibrated at; another count takes the
+    nearest one, scaled in proportion to the threads (stated in the coefficient's source).
+    """
+    table = (cost_extras(cfg) or {}).get("trainer_flop_per_s_by_threads", {})
+    rates = {int(k): float(v) for k, v in table.items()}
+    threads = trainer_threads(cfg)
+    if not rates:
+        return cost
+    if threads in rates:
+        rate, why = rates[threads], f"calibrated with {threads} trainer thread(s)"
+    else:
+        near = min(rates, key=lambda k: (abs(k - threads), k))
+        rate = rates[near] * threads / near
+        why = f"calibrated at {near} thread(s), scaled x {threads}/{near} (not measured)"
+    coeffs = dict(cost.coefficients)
+    coeffs["train_flop_per_s_per_gpu"] = Coefficient(rate, "FLOP/s", why)
+    return CostModel(coeffs, cost.label)
+
+
+class CoreSharing:
+    """Replicas pinned to the same cores share them: with k busy, each runs 1 + alpha (k - 1)
+    times slower (alpha from the cost file; 1: processor sharing)."""
+
+    def __init__(self, cfg: LaminarConfig):
+        rt = cfg.runtime
+        # Measured: k busy engines on one core set take 1 + alpha (k - 1) times as long per step
+        # (alpha 1: perfect processor sharing; below 1 they fill each other's idle moments).
+        extras = cost_extras(cfg) or {}
+        self.alpha = float(extras.get("core_sharing_alpha", 1.0))
+        # Laminar's engines share the machine with its control plane while the trainer trains;
+        # the cost file's factor per mode (1 for a mode it was not calibrated on).
+        self.mode_factor = float(extras.get("engine_factor_by_mode", {}).get(rt.mode, 1.0))
+        cores = place(rt).rollout_cpus if rt.device == "cpu" else ()
+        # Unpinned replicas (empty core lists) float over the same machine: one shared group.
+        self.group = [tuple(c) for c in cores] if cores else [(i,) for i in range(rt.rollouts)]
+        self.busy: set[int] = set()
+
+    def slowdown(self, replica) -> float:
+        """How many times slower than alone ``replica`` runs now (>= 1)."""
+        mine = self.group[replica.index]
+        k = max(1, sum(1 for i in self.busy if self.group[i] == mine))
+        return self.mode_factor * (1.0 + self.alpha * (k - 1))
+
+    def busy_changed(self, cluster, replica, busy: bool) -> None:
+        """``replica`` started or stopped decoding: its core-mates re-plan at their new pace."""
+        if busy == (replica.index in self.busy):
+            return
+        (self.busy.add if busy else self.busy.discard)(replica.index)
+        mine = self.group[replica.index]
+        for other in cluster.replicas:
+            if other is not replica and self.group[other.index] == mine:
+                other.sync()
+                other.wake()
+
+
+class RuntimeSystem(System):
+    """What both runtime modes share: one machine, replicas sharing cores, one trainer."""
+
+    def __init__(self, cfg: LaminarConfig):
+        super().__init__(cfg)
+        self.latency_s = refill_latency_s(cfg)
+
+    def split(self, cost: CostModel) -> GpuSplit:
+        """One trainer (its rate is per placement, ``placed_cost``), ``runtime.rollouts``
+        replicas on one machine whose relay is the master (weights visible at publish)."""
+        return GpuSplit(1, (0,), self.cfg.runtime.rollouts)
+
+    def core_sharing(self, cluster) -> CoreSharing:
+        return CoreSharing(self.cfg)
+
+
+class RuntimeLaminar(RuntimeSystem):
+    """Laminar mode of ``laminar train`` (``laminar/runtime/rollout.py``, ``pools.py``)."""
+
+    name: ClassVar[str] = "laminar"
+    description: ClassVar[str] = "laminar train, mode laminar, as the runtime runs it"
+
+    def start(self, cluster) -> None:
+        self.issued = 0
+        self.consumed_steps = 0
+        self._budget = cluster.env.event()
+
+    def budget(self) -> int:
+        """Groups the prompt pool may still hand out (``PromptPool.budget`` of the runtime)."""
+        w = self.cfg.workload
+        ahead = self.consumed_steps + 1 + self.cfg.runtime.prefetch_steps
+        cap = math.floor(ahead * w.prompts_per_step)
+        return max(0, cap - self.issued)
+
+    def _take(self, cluster, replica, groups: int) -> list:
+        taken = cluster.prompts.take(groups)
+        self.issued += groups
+        return [t for g in taken for t in g.trajs]
+
+    def refill(self, cluster, replica) -> Proc:
+        """An empty rollout: pull the newest weights, then take B // n groups (at least one)
+        within the budget, waiting for the trainer to open it."""
+        n = self.cfg.workload.samples_per_prompt
+        while True:
+            yield from replica.wait_up()
+            yield from self.pull_weights(cluster, replica)
+            k = min(max(1, replica.max_batch // n), self.budget())
+            if k > 0:
+                break
+            yield self._budget
+        trajs = self._take(cluster, replica, k)
+        yield cluster.env.timeout(self.latency_s)  # take, register, submit
+        replica.assign(trajs)
+
+    def top_up(self, cluster, replica) -> None:
+        """While on the newest weights, fill the room left by finished trajectories."""
+        if replica.version != cluster.relay.version_at(replica.relay_pos):
+            return  # a newer version is out: drain, then reload (§2.4)
+        held = len(replica.running) + len(replica.waiting)
+        k = min((replica.max_batch - held) // self.cfg.workload.samples_per_prompt, self.budget())
+        if k > 0:
+            trajs = self._take(cluster, replica, k)
+            landed = cluster.env.timeout(self.latency_s)
+
+            def land(_) -> None:
+                replica.sync()
+                replica.assign(trajs)
+                replica.wake()
+
+            landed.callbacks.append(land)
+
+    def deliver(self, cluster, group) -> None:
+        """A rollout streams finished trajectories to the buffer every ``flush_interval_s``:
+        a group arrives, on average, half an interval after its last trajectory finished."""
+        delay_s = self.cfg.runtime.flush_interval_s / 2
+        arrive = cluster.env.timeout(delay_s)
+        arrive.callbacks.append(lambda _: cluster.buffer.put(group))
+
+    def after_update(self, cluster, version: int) -> None:
+        """The trainer consumed a step: the prompt budget opens by one global batch."""
+        self.consumed_steps = version
+        opened, self._budget = self._budget, cluster.env.event()
+        opened.succeed()
+        super().after_update(cluster, version)
+
+
+class RuntimeSync(RuntimeSystem, Verl):
+    """Sync mode of ``laminar train`` (``laminar/runtime/loops.py: run_sync``)."""
+
+    name: ClassVar[str] = "sync"
+    description: ClassVar[str] = "laminar train, mode sync, as the runtime runs it"
+
+    def launch(self, cluster, version: int) -> None:
+        """One step's groups dealt round robin to the replicas (``groups[i::n]``)."""
+        groups = cluster.prompts.take(self.cfg.workload.prompts_per_step)
+        replicas = cluster.replicas
+        for i, r in enumerate(replicas):
+            r.version = version
+            share = groups[i :: len(replicas)]
+            if share:
+                r.assign([t for g in share for t in g.trajs])
+        self._release(cluster)
+
+    def publish(self, cluster, version: int) -> Proc:
+        """The stall (one copy into the store), then every rollout loads the new weights."""
+        cost = cluster.cost
+        stall_s = cost.transfer_s(cost.weight_bytes, "rdma")
+        yield cluster.env.timeout(stall_s)
+        if self.more_batches(version):
+            load_s = cost.transfer_s(cost.weight_bytes, "pcie")
+            yield cluster.env.timeout(load_s + self.latency_s)
+            for r in cluster.replicas:
+                r.version = version
+                cluster.record_weight_wait(r, load_s)
+            self.launch(cluster, version)
+        return stall_s
+
+
+RUNTIME_SYSTEMS: dict[str, type[System]] = {"laminar": RuntimeLaminar, "sync": RuntimeSync}
+
+
+def runtime_workload(cfg: LaminarConfig) -> pd.DataFrame | None:
+    """Lengths for the runtime job: a run's trace in the order its prompts were issued, or the
+    task's answer lengths; None for a non-runtime source the usual loader handles."""
+    w = cfg.workload
+    if w.source.type == "trace":
+        from laminar.traces import read_trace
+
+        trace = read_trace(w.source.path, max_response_len=w.max_response_len)
+        return _issue_order(trace, w.prompts_per_step)
+    return task_workload(cfg)
+
+
+def _issue_order(trace: pd.DataFrame, prompts_per_step: int) -> pd.DataFrame:
+    """A run's trace re-keyed so the simulator hands its groups out by prompt id, as the
+    runtime's prompt pool did (its ``step`` column is the consuming step); incomplete groups
+    (in flight when the run stopped) are dropped."""
+    df = trace.sort_values(["prompt_id", "sample_index"], kind="stable")
+    sizes = df.groupby("prompt_id")["sample_index"].transform("size")
+    df = df[sizes == sizes.max()].copy()
+    order = {p: i for i, p in enumerate(dict.fromkeys(df["prompt_id"]))}
+    df["prompt_id"] = df["prompt_id"].map(order)
+    df["step"] = df["prompt_id"] // prompts_per_step
+    cols = ["step", "prompt_id", "sample_index", "prompt_len", "response_len", "finish_reason"]
+    return df[cols].reset_index(drop=True)
+
+
+def task_workload(cfg: LaminarConfig) -> pd.DataFrame:
+    """The repeat task's lengths (``runtime.task``): answer n log-normal (median, p99 =
+    ``tail_ratio`` x median) clipped to [1, max_response_len - 1], response n + 1 (the end of
+    sequence), prompt ``"<n>*<c>="`` plus BOS. A policy that answers exactly; the calibration
+    runs' own traces measure how far the real one strays."""
+    w, task = cfg.workload, cfg.runtime.task
+    steps = 2 * w.steps + 2  # room to generate ahead of the trainer (``load_run_workload``)
+    groups = steps * w.prompts_per_step
+    rng = np.random.default_rng([cfg.seed, 15])
+    sigma = math.log(task.tail_ratio) / Z_99
+    answer = np.rint(np.exp(math.log(task.median_len) + sigma * rng.standard_normal(groups)))
+    answer = np.clip(answer, 1, w.max_response_len - 1).astype(np.int64)
+    n = w.samples_per_prompt
+    prompt_len = np.array([len(str(a)) + 3 for a in answer], dtype=np.int64)  # BOS n * c =
+    return pd.DataFrame(
+        {
+            "step": np.repeat(np.arange(groups) // w.prompts_per_step, n),
+            "prompt_id": np.repeat(np.arange(groups), n),
+            "sample_index": np.tile(np.arange(n), groups),
+            "prompt_len": np.repeat(np.minimum(prompt_len, w.max_prompt_len), n),
+            "response_len": np.repeat(answer + 1, n),
+            "finish_reason": "stop",
+        }
+    )

@@ -1,0 +1,60 @@
+"""The trainer's achieved FLOP rate, from published training runs (``data/train_mfu.json``).
+
+Model-FLOPs utilisation (MFU) of FSDP and Megatron-style training runs, by GPU architecture,
+model size and sequence length. For a model of N active parameters on an architecture, the
+MFU is interpolated in log N between the runs of that architecture (mean of the runs at the
+same size), clamped at the ends; only runs with sequences up to ``MAX_SEQ_LEN`` tokens count,
+as RL trajectories are a few to tens of thousands of tokens. An architecture with no
+published run borrows the Hopper runs, and says so (basis ``assumed``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from importlib import resources
+
+from laminar.specs.hardware import Fact
+
+MAX_SEQ_LEN = 32768
+FALLBACK_ARCH = "hopper"
+
+
+def _runs() -> list[dict]:
+    text = (resources.files("laminar") / "data" / "train_mfu.json").read_text()
+    return json.loads(text)["runs"]
+
+
+def train_mfu(arch: str, active_params: float) -> Fact:
+    """The MFU a trainer of ``active_params`` reaches on ``arch``, with its sources."""
+    runs = [r for r in _runs() if r["seq_len"] <= MAX_SEQ_LEN]
+    mine = [r for r in runs if r["arch"] == arch]
+    basis = "calibrated"
+    if not mine:
+        mine, basis = [r for r in runs if r["arch"] == FALLBACK_ARCH], "assumed"
+    by_size: dict[float, list[float]] = {}
+    for r in mine:
+        by_size.setdefault(float(r["params"]), []).append(float(r["mfu"]))
+    points = sorted((n, sum(v) / len(v)) for n, v in by_size.items())
+    mfu = _interp_log(points, active_params)
+    how = ", ".join(f"{n / 1e9:.3g}B: {m:.3f}" for n, m in points)
+    where = (
+        f"published {mine[0]['arch']} training runs ({how}), interpolated in log params; "
+        "sources in laminar/data/train_mfu.json"
+    )
+    if basis == "assumed":
+        where = f"no published {arch or 'unknown-arch'} run; {where}"
+    return Fact(mfu, "1", f"MFU at {active_params / 1e9:.3g}B active params", basis, where)
+
+
+def _interp_log(points: list[tuple[float, float]], n: float) -> float:
+    if n <= points[0][0]:
+        return points[0][1]
+    if n >= points[-1][0]:
+        return points[-1][1]
+    for (n0, m0), (n1, m1) in itertools.pairwise(points):
+        if n0 <= n <= n1:
+            w = math.log(n / n0) / math.log(n1 / n0)
+            return m0 + w * (m1 - m0)
+    raise AssertionError("unreachable: points are sorted and n is inside them")

@@ -1,0 +1,127 @@
+"""``laminar calibrate`` on synthetic run directories (no engines): it recovers the
+coefficients the measurements were made from, and rejects bad inputs naming the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from laminar.cli import main
+from laminar.config import load_config, write_resolved
+from laminar.sim.cost import load_cost_file
+
+TRUE = {
+    "decode_base_s": 0.006,
+    "decode_per_seq_s": 1.5e-4,
+    "decode_per_kv_token_s": 2.0e-7,
+    "prefill_per_token_s": 4.0e-5,
+}
+PARAMS, WEIGHT_BYTES, RATE = 537_472, 2_149_888, 2.0e10
+
+
+def make_run(root: Path, *, seed: int = 0, shared: bool = True, threads: int = 1,
+             rate: float = RATE, cpu_model: str = "Test CPU") -> Path:  # fmt: skip
+    """A run directory whose profile follows TRUE (2 replicas, on one core when ``shared``)."""
+    rng = np.random.default_rng(seed)
+    root.mkdir(parents=True)
+    mode = "laminar" if threads == 1 else "sync"
+    write_resolved(load_config(preset="tiny-cpu", overrides=[f"runtime.mode={mode}"]), root)
+    (root / "summary.json").write_text(json.dumps({"steps": 8}))
+    prof = root / "profile"
+    prof.mkdir()
+    rows = []
+    for rid in ("r0", "r1"):
+        t = 0.0
+        for _ in range(400):
+            b = int(rng.integers(1, 64))
+            kv = int(b * rng.integers(10, 120))
+            pf = int(rng.integers(0, 200)) if rng.random() < 0.2 else 0
+            solo = TRUE["decode_base_s"] + TRUE["decode_per_seq_s"] * b
+            solo += TRUE["decode_per_kv_token_s"] * kv + TRUE["prefill_per_token_s"] * pf
+            step = solo * (2 if shared else 1) * rng.normal(1.0, 0.02)
+            rows.append((rid, t, step, b, 0, pf, kv, 0.01, b, 0))
+            t += step
+    cols = ["replica_id", "at_s", "step_s", "decode_seqs", "prefill_seqs", "prefill_tokens"]
+    cols += ["kv_tokens", "kv_usage", "running", "waiting"]
+    pd.DataFrame(rows, columns=cols).to_csv(prof / "engine_steps.csv", index=False)
+    tokens = rng.integers(1000, 6000, 10)
+    sq = tokens * 30
+    flop = 8 * PARAMS * tokens + 8 * 2 * 128 * sq
+    pd.DataFrame({"step": range(10), "train_s": flop / rate, "publish_s": 0.005,
+                  "wait_s": 0.1, "tokens": tokens, "tokens_sq": sq}).to_csv(
+        prof / "trainer_steps.csv", index=False)  # fmt: skip
+    pd.DataFrame({"replica_id": ["r0", "r1"] * 5, "at_s": range(10), "version": range(10),
+                  "load_s": 0.03, "bytes": WEIGHT_BYTES}).to_csv(
+        prof / "weight_loads.csv", index=False)  # fmt: skip
+    cores = [[1], [1]] if shared else [[0], [1]]
+    machine = {"mode": mode, "rollout_cpus": cores, "trainer_cpus": [0],
+               "trainer_threads": threads, "kv_capacity_tokens": 524288, "params": PARAMS,
+               "weight_bytes": WEIGHT_BYTES, "model": "tiny-llama",
+               "cpu_model": cpu_model}  # fmt: skip
+    (prof / "machine.json").write_text(json.dumps(machine))
+    return root
+
+
+def test_recovers_the_coefficients(tmp_path, capsys):
+    runs = [make_run(tmp_path / "a", seed=1), make_run(tmp_path / "b", seed=2, shared=False,
+                                                       threads=2, rate=3e10)]  # fmt: skip
+    out = tmp_path / "cost.json"
+    assert main(["calibrate", *map(str, runs), "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "engine step" in printed and "R2" in printed
+    model = load_cost_file(out)
+    for name, value in TRUE.items():
+        assert getattr(model, name) == pytest.approx(value, rel=0.15), name
+    assert model.pcie_bytes_per_s == pytest.approx(WEIGHT_BYTES / 0.03)
+    assert model.rdma_bytes_per_s == pytest.approx(WEIGHT_BYTES / 0.005)
+    rates = json.loads(out.read_text())["runtime"]["trainer_flop_per_s_by_threads"]
+    assert rates["1"] == pytest.approx(RATE, rel=1e-3)
+    assert rates["2"] == pytest.approx(3e10, rel=1e-3)
+    assert json.loads(out.read_text())["fit"]["engine step"]["r2"] > 0.95
+
+
+def _fails(capsys, args: list[str], *names: str) -> str:
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    for name in names:
+        assert name in err, err
+    return err
+
+
+def test_bad_inputs_exit_2_and_name_the_file(tmp_path, capsys):
+    out = tmp_path / "cost.json"
+    run = make_run(tmp_path / "run")
+    _fails(capsys, ["calibrate", str(tmp_path / "nope"), "-o", str(out)], "nope")
+    (run / "profile" / "weight_loads.csv").unlink()
+    _fails(capsys, ["calibrate", str(run), "-o", str(out)], "weight_loads.csv", "missing")
+    run2 = make_run(tmp_path / "run2")
+    steps = run2 / "profile" / "engine_steps.csv"
+    df = pd.read_csv(steps)
+    df["step_s"] = df["step_s"].astype(object)
+    df.loc[4, "step_s"] = "fast"
+    df.to_csv(steps, index=False)
+    _fails(capsys, ["calibrate", str(run2), "-o", str(out)], "engine_steps.csv", "row 5",
+           "step_s")  # fmt: skip
+    run3 = make_run(tmp_path / "run3")
+    pd.read_csv(run3 / "profile" / "trainer_steps.csv").drop(columns="tokens").to_csv(
+        run3 / "profile" / "trainer_steps.csv", index=False)  # fmt: skip
+    _fails(capsys, ["calibrate", str(run3), "-o", str(out)], "trainer_steps.csv", "tokens")
+    assert not out.exists()  # nothing half-written
+
+
+def test_refuses_runs_of_different_machines(tmp_path, capsys):
+    a = make_run(tmp_path / "a")
+    b = make_run(tmp_path / "b", cpu_model="Other CPU")
+    out = tmp_path / "cost.json"
+    _fails(capsys, ["calibrate", str(a), str(b), "-o", str(out)], "machine.json", "cpu_model")
+    assert not out.exists()
+
+
+def test_broken_machine_json(tmp_path, capsys):
+    run = make_run(tmp_path / "run")
+    (run / "profile" / "machine.json").write_text("{not json")
+    _fails(capsys, ["calibrate", str(run), "-o", str(tmp_path / "c.json")], "machine.json")

@@ -1,0 +1,95 @@
+"""Exactly-once delivery when a rollout dies between ``buffer.add`` and the partial-pool update.
+
+The hole this closes: the dead replica's finished trajectories were in the buffer *and* still in
+the partial pool, so recovery re-ran them, and the adopting replica's streamer died on a second
+delivery, losing everything it finished later. Recovery now asks the buffer first, and the
+buffer drops a second delivery instead of failing the streamer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from laminar.runtime.records import PromptGroup
+from tests.runtime import harness
+from tests.runtime.fakes import LocalHandle
+from tests.runtime.test_system import CODEC, _answer_ok, _crash, _Dead, prompt_ids
+
+
+class _CutAfterAdd:
+    """A partial pool whose update of finished trajectories never arrives (the replica died
+    right after the buffer took them)."""
+
+    def __init__(self, pool, died: asyncio.Event):
+        self.pool, self.died = pool, died
+
+    def update(self, fresh, deltas, done):
+        if done:
+            self.died.set()
+            raise ConnectionError("replica died between buffer.add and the pool update")
+        return self.pool.update(fresh, deltas, done)
+
+
+def _group(pid: int, text: str) -> PromptGroup:
+    return PromptGroup(pid, tuple(prompt_ids(CODEC, text)), 2)
+
+
+async def _scenario(s):
+    await harness.boot(s)
+    r0, r1 = s.workers["r0"], s.workers["r1"]
+    died = asyncio.Event()
+    r0.streamer.partial_pool = LocalHandle(_CutAfterAdd(s.partial, died))
+    # r0: a short group (finishes, is delivered, then r0 dies) and a long one (in progress).
+    await r0.submit_groups([_group(0, "2*a="), _group(1, "40*b=")])
+    await asyncio.wait_for(died.wait(), 10)
+    await _crash(r0)
+    s.manager.rollouts["r0"] = _Dead()
+    assert {t.traj_id for t in s.partial.on_replica("r0")} >= {"p0-s0", "p0-s1"}  # the hole
+    await s.manager.check()
+    await r1.submit_groups([_group(2, "3*c=")])  # r1 goes on working after adopting
+    while r1.tasks:
+        await asyncio.sleep(0.01)
+    await r1.streamer.close()
+
+
+def test_death_between_buffer_add_and_pool_update_delivers_exactly_once(tmp_path):
+    s = harness.build(tmp_path, n=2, max_batch=8, step_s=0.002, repack=False)
+    asyncio.run(_scenario(s))
+    rows = s.buffer.rows
+    assert set(rows) == {f"p{p}-s{i}" for p in range(3) for i in range(2)}  # none lost
+    assert s.partial.pending() == []  # nothing left counted as in progress
+    event = next(e for e in s.manager.events if e["kind"] == "recovery")
+    assert event["already_finished"] == 2 and event["continued"] == 2  # not re-run
+    for tid in ("p0-s0", "p0-s1"):
+        assert rows[tid]["traj"].replica_id == "r0"  # the first delivery stands
+        assert not [r for r, _ in s.workers["r1"].engine.submitted if r.startswith(tid)]
+    for tid in ("p1-s0", "p1-s1", "p2-s0", "p2-s1"):
+        assert rows[tid]["traj"].replica_id == "r1" and _answer_ok(rows[tid]["traj"])
+    assert s.buffer.duplicates == []
+
+
+def test_a_second_delivery_is_dropped_and_the_streamer_lives_on(tmp_path):
+    """Recovery racing a late delivery: the adopter delivers a trajectory already held."""
+    s = harness.build(tmp_path, n=2, max_batch=8, step_s=0.002, repack=False)
+
+    async def go():
+        await harness.boot(s)
+        r1 = s.workers["r1"]
+        await r1.submit_groups([_group(0, "2*a=")])
+        while r1.tasks:
+            await asyncio.sleep(0.01)
+        await r1.streamer.flush()
+        first = dict(s.buffer.rows)
+        again = [s.buffer.rows["p0-s0"]["traj"]]
+        await r1.streamer.buffer.add.remote(again)  # a second delivery of p0-s0
+        await r1.submit_groups([_group(1, "3*b=")])  # later work still reaches the buffer
+        while r1.tasks:
+            await asyncio.sleep(0.01)
+        await r1.streamer.close()
+        return first
+
+    first = asyncio.run(go())
+    assert set(s.buffer.rows) == {"p0-s0", "p0-s1", "p1-s0", "p1-s1"}
+    assert s.buffer.rows["p0-s0"] is first["p0-s0"]
+    assert [d["traj_id"] for d in s.buffer.duplicates] == ["p0-s0"]
+

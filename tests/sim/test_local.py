@@ -1,0 +1,132 @@
+"""The runtime's own job in the simulator (``laminar/sim/local.py``): one config, both engines."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from laminar.cli import main
+from laminar.config import load_config
+from laminar.errors import ConfigError
+from laminar.sim import simulate
+from laminar.sim.local import is_runtime_setting, task_workload
+
+COEFFS = {
+    "replica_gpus": (1, "GPUs"),
+    "weight_bytes": (2.0e6, "bytes"),
+    "kv_capacity_tokens": (500_000, "tokens"),
+    "decode_base_s": (0.005, "s"),
+    "decode_per_seq_s": (1.0e-4, "s/sequence"),
+    "decode_per_kv_token_s": (1.0e-7, "s/token"),
+    "prefill_base_s": (0.0, "s"),
+    "prefill_per_token_s": (2.0e-5, "s/token"),
+    "prefill_per_token_sq_s": (0.0, "s/token^2"),
+    "train_flop_per_token": (4.3e6, "FLOP/token"),
+    "train_flop_per_token_sq": (2048.0, "FLOP/token^2"),
+    "train_flop_per_s_per_gpu": (2.0e10, "FLOP/s"),
+    "pcie_bytes_per_s": (6.0e7, "bytes/s"),
+    "nvlink_bytes_per_s": (6.0e7, "bytes/s"),
+    "rdma_bytes_per_s": (4.0e8, "bytes/s"),
+    "rdma_startup_s": (0.0, "s"),
+}
+
+
+def cost_file(path, *, runtime: bool = True, rates=None) -> str:
+    """A calibrated-looking cost file (``laminar calibrate`` writes the same shape)."""
+    data = {
+        "label": "test",
+        "coefficients": {k: {"value": v, "unit": u} for k, (v, u) in COEFFS.items()},
+    }
+    if runtime:
+        data["runtime"] = {"trainer_flop_per_s_by_threads": rates or {"1": 2.0e10, "2": 3.0e10}}
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def job(tmp_path, *overrides: str, runtime: bool = True):
+    return load_config(
+        preset="tiny-cpu",
+        overrides=[
+            "workload.steps=6",
+            f"sim.cost_file={cost_file(tmp_path / 'cost.json', runtime=runtime)}",
+            *overrides,
+        ],
+    )
+
+
+def test_auto_setting_follows_the_cost_file(tmp_path):
+    assert is_runtime_setting(job(tmp_path))
+    assert not is_runtime_setting(job(tmp_path, runtime=False))
+    assert is_runtime_setting(job(tmp_path, "sim.setting=runtime", runtime=False))
+
+
+def test_runtime_setting_needs_a_cost_file():
+    cfg = load_config(preset="tiny-cpu", overrides=["sim.setting=runtime", "workload.steps=3"])
+    with pytest.raises(ConfigError, match=r"sim\.cost_file"):
+        simulate(cfg)
+
+
+def test_the_job_the_config_trains(tmp_path):
+    lam = simulate(job(tmp_path)).summary.iloc[0]
+    assert lam["system"] == "laminar" and lam["replicas"] == 2 and lam["steps"] == 6
+    sync = simulate(job(tmp_path, "runtime.mode=sync")).summary.iloc[0]
+    assert sync["system"] == "sync" and sync["staleness_max"] == 0
+    three = simulate(job(tmp_path, "runtime.rollouts=3")).summary.iloc[0]
+    assert three["replicas"] == 3
+
+
+def test_flow_control_bounds_what_is_handed_out(tmp_path):
+    """At most (steps consumed + 1 + prefetch_steps) x prompts_per_step groups ever issued."""
+    for prefetch in (0.0, 1.0, 3.0):
+        cfg = job(tmp_path, f"runtime.prefetch_steps={prefetch}")
+        res = simulate(cfg)
+        groups = res.trajectories["group_id"].nunique()
+        p = cfg.workload.prompts_per_step
+        assert groups <= math.floor((cfg.workload.steps + 1 + prefetch) * p)
+        assert groups >= cfg.workload.steps * p
+
+
+def test_replicas_on_one_core_share_it(tmp_path):
+    """Two replicas pinned to one core generate more slowly than on two cores."""
+    shared = simulate(job(tmp_path, 'runtime.cpu_binds=["1"]', "runtime.prefetch_steps=100"))
+    apart = simulate(job(tmp_path, 'runtime.cpu_binds=["1", "2"]', "runtime.prefetch_steps=100"))
+    ratio = apart.summary.iloc[0]["gen_tokens_per_s"] / shared.summary.iloc[0]["gen_tokens_per_s"]
+    assert ratio > 1.3
+
+
+def test_trainer_rate_follows_its_threads(tmp_path):
+    """Sync mode trains on every core: the cost file's rate for 2 threads applies."""
+    res = simulate(job(tmp_path, "runtime.mode=sync"))
+    assert res.cost_models["sync"].train_flop_per_s_per_gpu == pytest.approx(3.0e10)
+    res = simulate(job(tmp_path))
+    assert res.cost_models["laminar"].train_flop_per_s_per_gpu == pytest.approx(2.0e10)
+
+
+def test_task_workload_has_the_tasks_shape(tmp_path):
+    cfg = job(tmp_path, "workload.max_response_len=32")
+    w = task_workload(cfg)
+    n = cfg.workload.samples_per_prompt
+    assert (w.groupby("prompt_id").size() == n).all()
+    assert w["response_len"].between(2, 32).all()
+    assert abs(w["response_len"].median() - 7) <= 1  # median answer 6 + end of sequence
+
+
+def test_simulate_cli_with_cost(tmp_path, capsys):
+    cfg_path = tmp_path / "train.yaml"
+    cfg_path.write_text("runtime: {mode: sync}\nworkload: {steps: 3}\n")
+    cost = cost_file(tmp_path / "c.json")
+    rc = main(["simulate", str(cfg_path), "--preset", "tiny-cpu", "--cost", cost,
+               "--out", str(tmp_path / "out")])  # fmt: skip
+    assert rc == 0
+    assert "sync" in capsys.readouterr().out
+    assert (tmp_path / "out" / "summary.csv").is_file()
+
+
+def test_a_train_config_without_cost_file_says_what_to_do(tmp_path, capsys):
+    rc = main(["simulate", "--preset", "tiny-cpu", "--out", str(tmp_path / "out")])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "model.name" in err and "laminar calibrate" in err
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,167 @@
+"""Hardware catalog, inline overrides, and what the cost model derives for MoE, EP and fp8."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import pandas as pd
+import pytest
+
+from laminar.config import load_config
+from laminar.errors import ConfigError
+from laminar.sim import simulate
+from laminar.sim.costdata import cost_model_for, derive
+from laminar.specs.hardware import FACT_UNITS, catalog_hardware, hardware_names, hardware_spec
+from laminar.specs.model import catalog_spec
+
+GPUS = ["a100-80g", "b200", "h100-sxm", "h20", "h200", "h800", "mi300x"]
+SHORT = ["cluster.gpus=16", "workload.steps=2", "sim.warmup_steps=1",
+         "workload.prompts_per_step=16", "sim.replica_series=false"]  # fmt: skip
+
+
+def test_catalog_has_every_gpu_with_a_source_per_fact():
+    assert hardware_names() == GPUS
+    table = json.loads((resources.files("laminar") / "data" / "hardware.json").read_text())
+    for name in GPUS:
+        hw = catalog_hardware(name)
+        assert set(FACT_UNITS) <= set(hw.facts)
+        for key, fact in hw.facts.items():
+            assert len(fact.source) > 10, (name, key)
+            assert fact.basis in ("datasheet", "calibrated", "assumed"), (name, key)
+            assert fact.basis != "calibrated" or fact.where, (name, key)
+        assert table["gpus"][name]["facts"]["gpu_memory_bytes"]["unit"] == "bytes"
+    assert (
+        catalog_hardware("h800")["nvlink_bytes_per_s"]
+        < catalog_hardware("h100-sxm")["nvlink_bytes_per_s"]
+    )
+
+
+def test_inline_hardware_spec_overrides_facts_and_is_marked_config():
+    inline = "cluster.hardware_spec={gpu_memory_bytes: 96e9, rdma_efficiency: 0.8}"
+    cfg = load_config(overrides=["cluster.hardware=h100-sxm", inline])
+    hw = hardware_spec(cfg.cluster)
+    assert hw["gpu_memory_bytes"] == 96e9 and hw.facts["rdma_efficiency"].basis == "config"
+    assert hw["hbm_bytes_per_s"] == catalog_hardware("h100-sxm")["hbm_bytes_per_s"]
+    bad = load_config(overrides=["cluster.hardware_spec={warp_drive: 1}"])
+    with pytest.raises(ConfigError, match=r"cluster\.hardware_spec\.warp_drive"):
+        hardware_spec(bad.cluster)
+    with pytest.raises(ConfigError, match=r"cluster\.hardware"):
+        hardware_spec(load_config(overrides=["cluster.hardware=tpu-v9"]).cluster)
+
+
+def test_summary_says_which_efficiencies_were_calibrated_and_assumed(tmp_path):
+    res = simulate(load_config(preset="paper-math-7b", overrides=SHORT))
+    s = res.summary.iloc[0]
+    assert "decode_weight_bw_efficiency" in s["efficiencies_calibrated"]
+    assert "rdma_efficiency" in s["efficiencies_assumed"]
+    res.write(tmp_path / "run")
+    back = pd.read_csv(tmp_path / "run" / "summary.csv")
+    assert back.loc[0, "hardware"] == "h800" and back.loc[0, "model"] == "qwen2.5-7b"
+    # No published training run on MI300X: its trainer MFU is borrowed, and says so.
+    amd = simulate(
+        load_config(preset="paper-math-7b", overrides=[*SHORT, "cluster.hardware=mi300x"])
+    )
+    assert "train_mfu" in amd.summary.iloc[0]["efficiencies_assumed"]
+
+
+def test_moe_decode_reads_more_experts_as_the_batch_grows():
+    m = derive("h800", "qwen3-30b-a3b", tp=1)
+    spec = catalog_spec("qwen3-30b-a3b")
+    fixed = [m.decode_fixed_s(b) for b in (1, 4, 16, 64, 256)]
+    assert fixed == sorted(fixed)
+    # The growth beyond the linear FLOP term is the experts touched.
+    extra = m.decode_fixed_s(64) - m.decode_base_s - 64 * m.decode_per_seq_s
+    assert extra == pytest.approx(spec.experts_touched(64) * m.decode_per_expert_s)
+    all_experts = spec.experts * m.decode_per_expert_s  # every expert of every MoE layer
+    assert m.decode_base_s + all_experts == pytest.approx(m.prefill_base_s, rel=1e-6)
+    dense = derive("h800", "qwen3-8b", tp=1)
+    assert dense.decode_fixed_s(64) == pytest.approx(
+        dense.decode_base_s + 64 * dense.decode_per_seq_s
+    )
+
+
+def test_expert_parallelism_and_fp8():
+    ep1 = derive("h800", "qwen3-30b-a3b", tp=1)
+    ep4 = derive("h800", "qwen3-30b-a3b", tp=1, ep=4)
+    assert ep4.replica_gpus == 4
+    assert ep4.kv_capacity_tokens > 3 * ep1.kv_capacity_tokens  # four attention groups
+    assert ep4.decode_per_expert_s == pytest.approx(ep1.decode_per_expert_s / 4)
+    assert ep4.decode_base_s > ep1.decode_base_s  # all-to-all latency per MoE layer
+    fp8 = derive("h800", "qwen2.5-7b", tp=1, quant="fp8")
+    bf16 = derive("h800", "qwen2.5-7b", tp=1)
+    assert (
+        fp8.weight_bytes < 0.6 * bf16.weight_bytes
+        and fp8.kv_capacity_tokens > bf16.kv_capacity_tokens
+    )
+    assert fp8.decode_per_seq_s == pytest.approx(bf16.decode_per_seq_s / 2, rel=1e-3)  # FP8 cores
+    a100 = derive("a100-80g", "qwen2.5-7b", tp=1, quant="fp8")
+    a100_bf16 = derive("a100-80g", "qwen2.5-7b", tp=1)
+    assert a100.decode_per_seq_s == pytest.approx(a100_bf16.decode_per_seq_s)  # no FP8 cores
+    with pytest.raises(ConfigError, match="rollout_ep"):
+        derive("h800", "qwen2.5-7b", tp=1, ep=2)
+
+
+def test_kv_is_replicated_beyond_the_kv_heads():
+    tp4 = derive("h800", "qwen2.5-7b", tp=4)  # 4 KV heads: split 4 ways
+    tp8 = derive("h800", "qwen2.5-7b", tp=8)  # still 4 ways: each head on two GPUs
+    assert tp8.decode_per_kv_token_s == pytest.approx(tp4.decode_per_kv_token_s)
+    assert tp8.kv_capacity_tokens < 1.2 * tp4.kv_capacity_tokens
+
+
+def test_hf_config_and_inline_spec_simulate(tmp_path):
+    text = (resources.files("laminar") / "data" / "models" / "llama-3.1-8b.json").read_text()
+    path = tmp_path / "config.json"
+    path.write_text(text)
+    by_file = load_config(overrides=[*SHORT, "model.name=mine", f"model.hf_config={path}"])
+    by_name = load_config(overrides=[*SHORT, "model.name=llama-3.1-8b"])
+    values = [
+        {k: c.value for k, c in cost_model_for(x).coefficients.items()} for x in (by_file, by_name)
+    ]
+    assert values[0] == values[1]
+    spec = json.loads(text)
+    inline = load_config(overrides=SHORT).model_copy()
+    inline.model.spec = spec
+    inline.model.name = "inline"
+    assert simulate(inline).summary.iloc[0]["train_tokens_per_s"] > 0
+    moe = load_config(overrides=[*SHORT, "model.name=qwen3-30b-a3b", "model.rollout_ep=2"])
+    assert simulate(moe).summary.iloc[0]["replicas"] == 8 // 2 * 1
+
+
+def test_data_parallel_sync_is_charged_and_grows_across_machines():
+    m = derive("h800", "qwen2.5-7b", tp=1)
+    assert m.train_sync_s(1) == 0.0
+    inside, across = m.train_sync_s(8), m.train_sync_s(16)
+    assert 0 < inside < across  # NVLink inside a machine, a share of the NICs across
+    grads = catalog_spec("qwen2.5-7b").total_params * 2
+    assert across == pytest.approx(2 * 15 / 16 * grads / (m.rdma_bytes_per_s / 8))
+    # Training no longer scales perfectly: 32x the GPUs is less than 32x faster.
+    lens = [4096] * 512
+    assert m.train_s(lens, 8) / m.train_s(lens, 256) < 32
+
+
+def test_cost_files_without_the_optional_coefficients_keep_their_meaning(tmp_path):
+    from laminar.sim.cost import OPTIONAL_UNITS, load_cost_file
+
+    data = json.loads(derive("h800", "qwen2.5-7b", tp=1).to_json())
+    for name in OPTIONAL_UNITS:
+        data["coefficients"].pop(name)
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    old = load_cost_file(path)
+    flop = 1000 * old.train_flop_per_token + 1000**2 * old.train_flop_per_token_sq
+    assert old.train_s([1000], 4) == pytest.approx(flop / (4 * old.train_flop_per_s_per_gpu))
+    assert old.decode_fixed_s(64) == pytest.approx(old.decode_base_s + 64 * old.decode_per_seq_s)
+
+
+def test_trainer_mfu_comes_from_published_runs():
+    from laminar.specs.trainer import train_mfu
+
+    runs = json.loads((resources.files("laminar") / "data" / "train_mfu.json").read_text())
+    assert all(len(r["source"]) > 20 for r in runs["runs"])
+    small, mid, big = (train_mfu("hopper", n).value for n in (1e9, 72e9, 1e12))
+    assert small == pytest.approx(0.36) and big == pytest.approx(0.42)  # clamped at the ends
+    assert small < mid < big
+    assert train_mfu("ampere", 8.03e9).value == pytest.approx(0.582)
+    borrowed = train_mfu("cdna3", 8e9)
+    assert borrowed.basis == "assumed" and "no published cdna3 run" in borrowed.where
