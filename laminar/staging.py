@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import tempfile
@@ -133,8 +134,15 @@ def prepare_file_out(path: str | Path) -> Path:
         where = where.parent
     if not where.is_dir():
         raise OutputError(f"{path}: cannot create it: {where} is a file, not a directory")
-    if not os.access(where, os.W_OK | os.X_OK) or (out.exists() and not os.access(out, os.W_OK)):
-        raise OutputError(f"{path}: cannot write there (permission denied)")
+    # A probe file, not os.access: root passes access checks on read-only file systems.
+    probe = where / f".laminar-probe-{os.getpid()}-{secrets.token_hex(6)}"
+    try:
+        probe.touch(exist_ok=False)
+    except OSError as e:
+        raise OutputError(f"{path}: cannot write there: {where}: {e.strerror or e}") from None
+    finally:  # also when a signal lands right after the file is made
+        with contextlib.suppress(OSError):
+            probe.unlink()
     return out
 
 

@@ -333,3 +333,24 @@ def test_a_nul_character_in_a_path_is_named(tmp_path, monkeypatch, capsys, argv)
     assert main(argv) == 2
     assert "NUL character" in _error(capsys)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["trace", "synth", "dapo-math", "-o", "/proc/laminar.csv"],
+        ["trace", "show", "t.csv", "--plot", "/proc/laminar.png"],
+        ["calibrate", ".", "-o", "/proc/laminar.json"],
+        ["bench", "relay", "--out", "/proc/laminar.json"],
+        ["trace", "synth", "dapo-math", "-o", "."],
+    ],
+)
+def test_file_outputs_are_checked_before_any_work(tmp_path, monkeypatch, capsys, argv):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.csv").write_text(HEADER + "0,0,0,10,100,stop\n0,1,0,10,20,stop\n")
+    t0 = time.perf_counter()
+    assert main(argv) == 2
+    assert time.perf_counter() - t0 < 1.0
+    line = _error(capsys)
+    assert "cannot write there" in line or "is a directory" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]
