@@ -162,6 +162,9 @@ def test_a_discriminated_section_is_named_by_its_key_path(capsys):
         (["runtime.kill_trainer_at_step=0", "runtime.checkpoint_every=3"], "checkpoint_every"),
         (["runtime.kill_rollout_at_step=1", "runtime.rollouts=1"], "at least 2 rollouts"),
         (["runtime.kill_rollout_at_step=5", "workload.steps=3"], "never happens"),
+        (["runtime.faults.inject=[kill-engine@1]", "runtime.rollouts=1"], "at least 2 rollouts"),
+        (["runtime.faults.inject=[kill-trainer@0]", "runtime.checkpoint_every=0"], "1..1"),
+        (["runtime.faults.inject=[kill-relay@9]", "workload.steps=9"], "never happens"),
     ],
 )
 def test_fault_injections_that_cannot_happen_are_config_errors(capsys, overrides, message):
