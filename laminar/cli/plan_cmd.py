@@ -139,7 +139,7 @@ def _validate(base, key: str, value, source: str) -> None:
 
     data = base.model_dump(mode="json")
     apply_override(data, key.split("."), value, f"{key}={value}")
-    validate(data, source, {key: f"{key}={value}"})
+    validate(data, source, {})
 
 
 def _names(text: str, flag: str) -> list[str]:
