@@ -54,13 +54,21 @@ BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 WARMUP_STEPS = 1  # left out of both sides: the first step pays cold starts (engines, torch)
 
 
+def step_seconds(run: Path) -> pd.Series:
+    """Each trainer step's wall seconds: laminar runs call the trainer back to back (waiting
+    for data, training, publishing); sync runs generate first (``gen_s``) and then train."""
+    st = pd.read_csv(run / "steps.csv")
+    first = st["gen_s"] if "gen_s" in st else st["wait_s"]
+    return first + st["train_s"] + st["publish_s"]
+
+
 def measured(run: Path) -> dict:
     """The figures of one real run, defined as the simulator defines them: over the window
     from the end of step ``WARMUP_STEPS - 1`` to the end of the last step."""
     s = json.loads((run / "summary.json").read_text())
     eng = pd.read_csv(run / "profile" / "engine_steps.csv")
     tr = pd.read_csv(run / "profile" / "trainer_steps.csv")
-    took = tr["wait_s"] + tr["train_s"] + tr["publish_s"]  # a step, back to back with the next
+    took = step_seconds(run)
     win_tr = tr[tr["step"] >= WARMUP_STEPS]
     window_s = float(took[tr["step"] >= WARMUP_STEPS].sum())
     lo = s["setup_s"] + float(took[tr["step"] < WARMUP_STEPS].sum())  # on the job clock

@@ -30,11 +30,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fidelity import SETTINGS
 
 
+def _job_settings(cfg):
+    """What a rollout fixes at construction that a job may change: the task (its prompts and
+    rewards), the response budget, the group size and B (within the engine's own bounds)."""
+    rt, w = cfg.runtime, cfg.workload
+
+    def apply(worker) -> None:
+        from laminar.runtime.task import RepeatTaskGen
+
+        worker.gen = RepeatTaskGen(rt.task, seed=cfg.seed, max_answer_len=w.max_response_len - 1)
+        worker.max_response_len = w.max_response_len
+        worker.samples_per_prompt = w.samples_per_prompt
+        worker.max_batch = rt.max_batch
+
+    return apply
+
+
 def run_one(cfg, dirs, stack: ExitStack, engines: dict | None, job: str, out: Path) -> dict:
     """One job on the shared engines (started on first use); writes its run directory."""
     t0 = time.time()
     picked = None if engines is None else dict(list(engines.items())[: cfg.runtime.rollouts])
     a = driver.launch(cfg, dirs, t0, stack, rollouts=picked, job=job)
+    if picked is not None:  # shared engines were built for another job: give them this one's
+        import ray
+
+        ray.get([r.__ray_call__.remote(_job_settings(cfg)) for r in a.rollouts.values()])
     setup_s = time.time() - t0
     loop = loops.run_laminar if cfg.runtime.mode == "laminar" else loops.run_sync
     t = time.perf_counter()

@@ -137,6 +137,7 @@ def test_bad_config_files_are_named(tmp_path, capsys, content, message):
         ("workload.source.params=5", "workload.source.params"),
         ("sim.gpu_memory_utilization=.nan", "gpu_memory_utilization"),
         ("seed=-1", "seed"),
+        ("sim.rollout_batch_prompts=1000000", "sim.rollout_batch_prompts"),
         ("faults.events=[{type: rollout_machine, at_s: 1, machine: 9}]", "faults.events[0]"),
     ],
 )
@@ -277,3 +278,55 @@ def test_a_one_group_trace_replays_with_a_warning_and_is_refused_by_fit(tmp_path
     assert "laminar: warning:" in capsys.readouterr().err
     assert main(["trace", "fit", str(trace)]) == 2
     assert "one GRPO group" in _error(capsys)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, code", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_a_signal_during_simulate_leaves_nothing(tmp_path, sig, code):
+    import signal
+    import subprocess
+    import sys
+
+    # The default config (1024 GPUs) simulates for seconds: the signal lands mid-run.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "laminar", "simulate", "--out", "run"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob(".laminar-staging-*")) and time.monotonic() < deadline:
+            # (the staging directory, made once the handlers are in place; not the probe)
+            assert proc.poll() is None, proc.stderr.read()
+            time.sleep(0.05)
+        proc.send_signal(getattr(signal, sig))
+        proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, proc.stderr.read()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_train_refuses_an_unwritable_out_before_starting_anything(capsys):
+    t0 = time.perf_counter()
+    assert main(["train", "--out", "/proc/laminar-train"]) == 2
+    assert time.perf_counter() - t0 < 1.0
+    assert "/proc/laminar-train: cannot write there" in _error(capsys)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["simulate", "--out", "run\x00x"],
+        ["config", "show", "c\x00.yaml"],
+        ["trace", "show", "t\x00.csv"],
+        ["simulate", "--set", 'sim.cost_file="c\\0.json"', "--out", "run"],
+    ],
+)
+def test_a_nul_character_in_a_path_is_named(tmp_path, monkeypatch, capsys, argv):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    assert "NUL character" in _error(capsys)
+    assert list(tmp_path.iterdir()) == []

@@ -206,7 +206,7 @@ def test_a_signal_while_staging_leaves_nothing(tmp_path, sig):
     try:
         assert proc.stdout.readline().strip() == "staged"
         proc.send_signal(sig)
-        proc.wait(timeout=30)
+        proc.wait(timeout=120)
     finally:
         proc.kill()
     assert proc.returncode != 0
@@ -234,3 +234,12 @@ def test_staged_file_gets_usual_permissions(tmp_path):
     finally:
         os.umask(umask)
     assert (tmp_path / "f.csv").stat().st_mode & 0o777 == 0o644
+
+
+def test_a_full_disk_is_an_output_error_and_leaves_nothing(tmp_path):
+    import errno
+
+    with pytest.raises(OutputError, match="No space left"), run_output(tmp_path / "run") as d:
+        (d / "part.csv").write_text("x")
+        raise OSError(errno.ENOSPC, "No space left on device", str(d / "big.parquet"))
+    assert list(tmp_path.iterdir()) == []

@@ -82,7 +82,7 @@ def _cost_content(runs: list[RunData], engine: Fit, trainers: list[Fit], transfe
         "rdma_startup_s": (0.0, "a local copy: no message start-up"),
     }
     for name, v in engine.values.items():
-        if name in COEFFICIENT_UNITS:
+        if name in COEFFICIENT_UNITS:  # the others go into the runtime block
             values[name] = (v, f"engine-step least squares, {where}")
     for fit in transfers:
         for name, v in fit.values.items():
@@ -97,6 +97,7 @@ def _cost_content(runs: list[RunData], engine: Fit, trainers: list[Fit], transfe
         "trainer_flop_per_s_by_threads": {f.note: f.values["train_flop_per_s"] for f in trainers},
         "refill_latency_s": refill.values["refill_latency_s"],
         "core_sharing_alpha": engine.values["core_sharing_alpha"],
+        "engine_factor_by_mode": engine.values["mode_factors"],
         "runs": [str(r.path) for r in runs],
         "cpu_model": m["cpu_model"],
     }

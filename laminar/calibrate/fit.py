@@ -4,8 +4,9 @@ Terms, each fitted by ``scipy.optimize.least_squares`` with coefficients >= 0:
 
 - **engine step**: an engine step's wall seconds are 1 + alpha (k - 1) times (k: replicas
   sharing its cores that were busy then, the simulator's ``CoreSharing``; alpha = 1 would be
-  perfect processor sharing, below 1 the engines fill each other's idle moments)
-  ``decode_base_s +
+  perfect processor sharing, below 1 the engines fill each other's idle moments), times a
+  factor per runtime mode (1 for sync; laminar's engines share their cores with the loop's
+  control plane and the pools while the trainer trains) times ``decode_base_s +
   decode_per_seq_s x sequences decoded + decode_per_kv_token_s x KV tokens
   + prefill_per_token_s x prompt tokens prefilled in the step``. vLLM prefills inside a
   decode step, so prefill has no base of its own (``prefill_base_s`` = 0) and prompts this
@@ -92,33 +93,47 @@ def fit_engine(runs: list[RunData]) -> Fit:
     for run in runs:
         df = run.engine[["step_s", "decode_seqs", "kv_tokens", "prefill_tokens"]].copy()
         df["share"] = sharing(run)
+        df["mode"] = str(run.machine["mode"])
         frames.append(df)
     df = pd.concat(frames, ignore_index=True)
     df = df[(df["decode_seqs"] > 0) & (df["step_s"] > 0)]
     if len(df) < len(DECODE_TERMS) + 1:
         need = len(DECODE_TERMS) + 1
         raise ValueError(f"only {len(df)} engine steps recorded; need at least {need}")
-    # In step seconds: (1 + alpha (k - 1)) x the solo cost, so each step weighs what it cost.
+    modes = sorted(df["mode"].unique())
+    ref = "sync" if "sync" in modes else modes[0]  # the mode whose factor is 1
+    others = [m for m in modes if m != ref]
     y = df["step_s"].to_numpy(float)
     k = df["share"].to_numpy(float)
+    which = [(df["mode"] == m).to_numpy() for m in others]
     x = np.column_stack(
         [np.ones(len(df)), df["decode_seqs"], df["kv_tokens"], df["prefill_tokens"]]
     ).astype(float)
     scale = np.maximum(x.mean(axis=0), 1e-9)  # columns of comparable size for the solver
     z = x / scale
+    n = x.shape[1]
 
     def resid(p: np.ndarray) -> np.ndarray:
-        return (1.0 + p[-1] * (k - 1.0)) * (z @ p[:-1]) - y
+        # In step seconds: mode factor x (1 + alpha (k - 1)) x the solo cost, so each step
+        # weighs what it cost the run.
+        factor = np.ones(len(y))
+        for f, rows in zip(p[n + 1 :], which, strict=True):
+            factor[rows] = f
+        return factor * (1.0 + p[n] * (k - 1.0)) * (z @ p[:n]) - y
 
-    start = [*np.full(x.shape[1], float(np.median(y)) / x.shape[1]), 1.0]
-    res = least_squares(resid, start, bounds=(0.0, [*[np.inf] * x.shape[1], 4.0]))
-    coef = res.x[:-1] / scale
-    alpha = float(res.x[-1])
+    start = [*np.full(n, float(np.median(y)) / n), 1.0, *[1.0] * len(others)]
+    upper = [*[np.inf] * n, 4.0, *[10.0] * len(others)]
+    res = least_squares(resid, start, bounds=(0.0, upper))
+    coef = res.x[:n] / scale
+    alpha = float(res.x[n])
     r2, med, p90 = quality(y, resid(res.x) + y)
     values = dict(zip(DECODE_TERMS, coef.tolist(), strict=True))
     values["core_sharing_alpha"] = alpha
+    factors = {ref: 1.0, **{m: float(f) for m, f in zip(others, res.x[n + 1 :], strict=True)}}
+    values["mode_factors"] = factors
+    shown = ", ".join(f"{m} x{f:.2f}" for m, f in factors.items())
     note = (f"k busy replicas on one core set (mean {k.mean():.2f}) cost 1 + {alpha:.2f} (k - 1)"
-            " times a step alone")  # fmt: skip
+            f" times a step alone; per mode: {shown}")  # fmt: skip
     return Fit("engine step", values, len(df), r2, med, p90, note)
 
 

@@ -30,6 +30,11 @@ OFFLINE_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
     "RAY_AUTH_MODE": "disabled",
     "TOKENIZERS_PARALLELISM": "false",
+    # Ray starts its workers at niceness 15 by default: any ordinary process on the machine
+    # (CFS weight 1024 against 36) then takes a shared core almost whole, and the trainer's
+    # and engines' times double or worse depending on what else runs (docs/fidelity.md).
+    # Workers of a local Ray run at the niceness of the command that started it.
+    "RAY_worker_niceness": "0",
 }
 
 
@@ -168,7 +173,7 @@ def rollout_options(cfg: LaminarConfig, index: int, dirs: RunDirs) -> dict:
             env["VLLM_CPU_OMP_THREADS_BIND"] = cpu_text(list(cpus))
     opts: dict[str, Any] = {
         "num_cpus": 0,
-        "num_gpus": 1 if rt.device == "cuda" else 0,
+        "num_gpus": rt.gpu_share if rt.device == "cuda" else 0,
         "runtime_env": {"env_vars": env},
         "name": None,
         "max_concurrency": 1000,

@@ -33,6 +33,8 @@ class EngineSpec:
     gpu_memory_fraction: float = 0.85
     stream_interval: int = 4
     """Tokens per streamed delta (fewer, larger deltas cost the front end less per token)."""
+    stop_token_ids: tuple[int, ...] = ()
+    """Every token that ends an answer (EOS, end-of-turn); empty: ``eos_token_id`` alone."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,8 @@
   (``laminar/traces/schema.py``) with the measured timing columns, so ``laminar replay`` can
   replay a real run in the simulator;
 - ``events.csv`` (repack moves, recoveries), ``kv.csv`` (per-replica KV use at each manager
-  check) and ``config.yaml`` (the resolved config).
+  check) and ``config.yaml`` (the resolved config);
+- ``profile/``: what ``laminar calibrate`` fits the simulator to (``profiling.py``).
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ measured on the machine the runs came from (``laminar/calibrate``):
 - ``runtime.rollouts`` engines -> that many replicas of one "GPU" each;
 - their cores (``laminar.policy.placement``, the runtime's own placement) -> replicas on the
   same cores share them: with k busy replicas on a core set, each decodes and prefills
-  1 + alpha (k - 1) times slower (alpha calibrated; 1 is processor sharing; :class:`CoreSharing`);
+  1 + alpha (k - 1) times slower (alpha calibrated; 1 is processor sharing; :class:`CoreSharing`),
+  times the cost file's factor for the runtime mode;
 - the trainer on its cores -> the trainer, at the cost file's rate for that many threads;
 - ``runtime.max_batch`` -> B, the batch bound of every replica and of repack;
 - laminar mode: a rollout on the newest weights tops up whole prompt groups while it holds
@@ -58,7 +59,7 @@ def cost_extras(cfg: LaminarConfig) -> dict | None:
         return None
     try:
         data = json.loads(Path(cfg.sim.cost_file).read_text())
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError):  # JSON, decoding, a NUL in the path
         return None  # ``load_cost_file`` reports the file's problem with its name
     block = data.get("runtime") if isinstance(data, dict) else None
     return block if isinstance(block, dict) else None
@@ -135,7 +136,11 @@ class CoreSharing:
         rt = cfg.runtime
         # Measured: k busy engines on one core set take 1 + alpha (k - 1) times as long per step
         # (alpha 1: perfect processor sharing; below 1 they fill each other's idle moments).
-        self.alpha = float((cost_extras(cfg) or {}).get("core_sharing_alpha", 1.0))
+        extras = cost_extras(cfg) or {}
+        self.alpha = float(extras.get("core_sharing_alpha", 1.0))
+        # Laminar's engines share the machine with its control plane while the trainer trains;
+        # the cost file's factor per mode (1 for a mode it was not calibrated on).
+        self.mode_factor = float(extras.get("engine_factor_by_mode", {}).get(rt.mode, 1.0))
         cores = place(rt).rollout_cpus if rt.device == "cpu" else ()
         # Unpinned replicas (empty core lists) float over the same machine: one shared group.
         self.group = [tuple(c) for c in cores] if cores else [(i,) for i in range(rt.rollouts)]
@@ -145,7 +150,7 @@ class CoreSharing:
         """How many times slower than alone ``replica`` runs now (>= 1)."""
         mine = self.group[replica.index]
         k = max(1, sum(1 for i in self.busy if self.group[i] == mine))
-        return 1.0 + self.alpha * (k - 1)
+        return self.mode_factor * (1.0 + self.alpha * (k - 1))
 
     def busy_changed(self, cluster, replica, busy: bool) -> None:
         """``replica`` started or stopped decoding: its core-mates re-plan at their new pace."""

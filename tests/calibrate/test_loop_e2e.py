@@ -1,0 +1,50 @@
+"""A miniature calibrate -> simulate -> compare loop on a short real run (CPU, one engine).
+
+``laminar train`` writes ``profile/``; ``laminar calibrate`` fits a cost file from it;
+``laminar simulate`` of the run's own ``config.yaml`` with ``--cost`` (replaying its response
+lengths) predicts the run. On a busy 2-core machine a short run is noisy, so the bound is loose
+(within a factor 1.6 of the measured step time); a broken model misses by far more.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from laminar.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+def test_calibrate_simulate_compare(tmp_path, capsys):
+    run = tmp_path / "run"
+    sets = ["workload.prompts_per_step=4", "workload.samples_per_prompt=4", "runtime.max_batch=16",
+            "runtime.rollouts=1", "runtime.eval_prompts=0", "runtime.warmup.steps=30",
+            "runtime.warmup.batch=32",
+            f"runtime.warmup.cache_dir={tmp_path / 'cache'}"]  # fmt: skip
+    args = ["train", "--preset", "tiny-cpu", "--steps", "8", "--no-progress", "--out", str(run)]
+    assert main([*args, *(x for kv in sets for x in ("--set", kv))]) == 0
+    for name in ("engine_steps.csv", "trainer_steps.csv", "weight_loads.csv", "machine.json"):
+        assert (run / "profile" / name).is_file(), name
+    steps = pd.read_csv(run / "profile" / "engine_steps.csv")
+    assert len(steps) > 20 and (steps["step_s"] > 0).all() and steps["decode_seqs"].max() > 1
+
+    cost = tmp_path / "cost.json"
+    assert main(["calibrate", str(run), "-o", str(cost)]) == 0
+    assert "engine step" in capsys.readouterr().out
+    assert "runtime" in json.loads(cost.read_text())
+
+    sim = tmp_path / "sim"
+    trace = f"workload.source={{type: trace, path: {run / 'trajectories.parquet'}}}"
+    rc = main(["simulate", str(run / "config.yaml"), "--cost", str(cost), "--set", trace,
+               "--set", "sim.warmup_steps=1", "--out", str(sim)])  # fmt: skip
+    assert rc == 0
+    predicted = pd.read_csv(sim / "summary.csv").iloc[0]
+    assert predicted["replicas"] == 1 and predicted["steps"] == 8
+    tr = pd.read_csv(run / "profile" / "trainer_steps.csv")
+    took = (tr["wait_s"] + tr["train_s"] + tr["publish_s"])[tr["step"] >= 1]
+    ratio = predicted["step_time_s_mean"] / took.mean()
+    assert abs(math.log(ratio)) < math.log(1.6), (predicted["step_time_s_mean"], took.mean())
