@@ -16,6 +16,7 @@ from typing import Any
 
 from laminar.config import LaminarConfig
 from laminar.policy.staleness import staleness
+from laminar.runtime.nodes import local_path
 from laminar.runtime.placement import place
 from laminar.runtime.weights import WeightPublisher
 
@@ -23,9 +24,9 @@ from laminar.runtime.weights import WeightPublisher
 class Trainer:
     """The policy model, its optimizer, and the GRPO step."""
 
-    def __init__(self, cfg_data: dict, work_dir: str, buffer: Any):
+    def __init__(self, cfg_data: dict, work_dir: Any, buffer: Any):
         self.cfg = LaminarConfig.model_validate(cfg_data)
-        self.work_dir = Path(work_dir)
+        self.work_dir = local_path(work_dir)  # a NodePath: on the trainer's machine
         self.buffer = buffer
         self.publisher: WeightPublisher | None = None
         self.version = 0
