@@ -376,7 +376,7 @@ def _encode(rows: list[dict], columns: list[str], ext: str) -> bytes:
 # --out targets -------------------------------------------------------------------------------
 
 OUT_KINDS = ["new", "nested", "empty", "users", "file", "cwd", "parent", "own", "under_file",
-             "proc", "user_file_itself"]  # fmt: skip
+             "proc", "user_file_itself", "nul"]  # fmt: skip
 
 
 # Mostly targets that work, so that most examples run the command through.
@@ -412,6 +412,8 @@ def make_out(kind: str, work: Path) -> str:
         return f"{USER_FILE}/run"
     if kind == "user_file_itself":
         return USER_FILE
+    if kind == "nul":
+        return "run\x00x"
     return "/proc/laminar-fuzz"
 
 
@@ -441,7 +443,8 @@ def test_simulate(cfg, sets, out):
         target = make_out(out, work)
         argv = ["simulate", "c.yaml", *[x for s in sets for x in ("--set", s)], "--out", target]
         code, err = run_cli(argv, work, out=target)
-        if out in ("users", "file", "cwd", "parent", "under_file", "proc", "user_file_itself"):
+        if out in ("users", "file", "cwd", "parent", "under_file", "proc", "user_file_itself",
+                   "nul"):  # fmt: skip
             assert code == 2, (out, err)
 
 

@@ -137,6 +137,7 @@ def test_bad_config_files_are_named(tmp_path, capsys, content, message):
         ("workload.source.params=5", "workload.source.params"),
         ("sim.gpu_memory_utilization=.nan", "gpu_memory_utilization"),
         ("seed=-1", "seed"),
+        ("sim.rollout_batch_prompts=1000000", "sim.rollout_batch_prompts"),
         ("faults.events=[{type: rollout_machine, at_s: 1, machine: 9}]", "faults.events[0]"),
     ],
 )
@@ -313,3 +314,19 @@ def test_train_refuses_an_unwritable_out_before_starting_anything(capsys):
     assert main(["train", "--out", "/proc/laminar-train"]) == 2
     assert time.perf_counter() - t0 < 1.0
     assert "/proc/laminar-train: cannot write there" in _error(capsys)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["simulate", "--out", "run\x00x"],
+        ["config", "show", "c\x00.yaml"],
+        ["trace", "show", "t\x00.csv"],
+        ["simulate", "--set", 'sim.cost_file="c\\0.json"', "--out", "run"],
+    ],
+)
+def test_a_nul_character_in_a_path_is_named(tmp_path, monkeypatch, capsys, argv):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    assert "NUL character" in _error(capsys)
+    assert list(tmp_path.iterdir()) == []

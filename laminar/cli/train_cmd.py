@@ -109,6 +109,9 @@ def _train(args: argparse.Namespace) -> int:
     from laminar.runtime.resume import RunLog
 
     cfg, state = _config(args)
+    from laminar.runtime.inputs import check_inputs
+
+    check_inputs(cfg)  # a bad model directory or task file: before any output exists
     if state is None:  # --out's rules (a foreign directory is refused) before any work
         log = RunLog.create(out_target(args, f"train-{cfg.runtime.mode}"), cfg)
     else:

@@ -56,6 +56,21 @@ class RepeatTask(Section):
     """p99 / median of the answer length (ratio, 1..1000); paper: about 10."""
 
 
+class JsonlTask(Section):
+    """Prompts from a JSONL file (one ``{"prompt": ..., "answer": ...}`` object per line), scored
+    by a math verifier: the final answer (the last ``\\boxed{}``, else the last number) must
+    equal ``answer`` after normalisation. Prompts go through the model's chat template."""
+
+    type: Literal["jsonl"] = "jsonl"
+    """Variant tag: ``jsonl``."""
+
+    path: str = Field(..., min_length=1, max_length=4096)
+    """Local JSONL file (1..4096 characters)."""
+
+    reward_timeout_s: float = Field(2.0, gt=0.0, le=600.0)
+    """Longest the verifier may take on one answer before it scores 0 (seconds, 0 < s <= 600)."""
+
+
 class WarmupConfig(Section):
     """Short supervised warm-up so RL starts from a model that sometimes succeeds."""
 
@@ -122,6 +137,11 @@ class RuntimeConfig(Section):
     gpu_memory_fraction: float = Field(0.85, gt=0.0, le=1.0)
     """Fraction of GPU memory one cuda replica may take (0 < f <= 1)."""
 
+    gpu_share: float = Field(1.0, gt=0.0, le=1.0)
+    """Share of a GPU each cuda rollout replica and trainer rank reserves through Ray
+    (0 < f <= 1). Below 1 they may share a device — on a one-GPU machine 0.5, with
+    ``gpu_memory_fraction`` leaving room for the trainer."""
+
     cpu_binds: list[str] = Field(default_factory=lambda: ["0", "1"], max_length=4096)
     """Cores of the rollout replicas on CPU (replica i takes entry i mod len, e.g. ``["1"]`` or
     ``["0-3", "4-7"]``; at most 4096 entries): its process and vLLM's OpenMP threads are pinned
@@ -185,8 +205,14 @@ class RuntimeConfig(Section):
     )
     """The policy: ``{type: tiny, ...}`` or ``{type: pretrained, path: ...}``."""
 
-    task: RepeatTask = Field(default_factory=RepeatTask)
-    """The verifiable task and its reward."""
+    task: Annotated[RepeatTask | JsonlTask, Field(discriminator="type")] = Field(
+        default_factory=RepeatTask
+    )
+    """The verifiable task and its reward: ``{type: repeat, ...}`` or ``{type: jsonl, path}``."""
+
+    trainer_ranks: int = Field(1, ge=1, le=4096)
+    """Trainer processes, one device each (count, 1..4096): the model is sharded over them with
+    FSDP2 (torch.distributed: gloo on CPU, NCCL on cuda), in one Ray placement group."""
 
     warmup: WarmupConfig = Field(default_factory=WarmupConfig)
     """Supervised warm-up before RL."""

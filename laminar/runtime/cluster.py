@@ -232,7 +232,7 @@ def rollout_options(
             env["VLLM_CPU_OMP_THREADS_BIND"] = cpu_text(list(cpus))
     opts: dict[str, Any] = {
         "num_cpus": 0,
-        "num_gpus": 1 if rt.device == "cuda" else 0,
+        "num_gpus": rt.gpu_share if rt.device == "cuda" else 0,
         "runtime_env": {"env_vars": env},
         "name": None,
         "max_concurrency": 1000,

@@ -17,12 +17,14 @@ from laminar.runtime.engine import EngineSpec
 from laminar.runtime.faults.machines import machines_for
 from laminar.runtime.faults.relays import relay_handles
 from laminar.runtime.faults.supervisor import Supervisor
+from laminar.runtime.inputs import check_inputs
 from laminar.runtime.manager import RolloutManager, step_cost_from_file
 from laminar.runtime.placement import place
 from laminar.runtime.pools import ExperienceBuffer, PartialResponsePool, PromptPool
 from laminar.runtime.relay.tier import weight_path_for
 from laminar.runtime.resume import ResumeState, RunLog, orphans_to_resume
 from laminar.runtime.rollout_node import NodeSetup
+from laminar.runtime.train.group import in_bundle, placement_group_for
 from laminar.runtime.trainer import Trainer
 
 StepCallback = Callable[[dict], None]
@@ -92,9 +94,13 @@ def launch(
     buffer = cluster.actor(ExperienceBuffer).remote(wl.samples_per_prompt, t0_s)
     partial = cluster.actor(PartialResponsePool).remote()
 
+    # the trainer ranks' devices (one bundle each), kept for a restarted trainer
+    pg = placement_group_for(cfg)
+    stack.callback(_remove_placement_group, pg)
+
     def new_trainer() -> Any:
-        return cluster.actor(Trainer, num_gpus=int(rt.device == "cuda")).remote(
-            cfg.model_dump(mode="json"), str(job_dir), buffer
+        return cluster.actor(Trainer, **in_bundle(pg, 0)).remote(
+            cfg.model_dump(mode="json"), job_dir, buffer, pg
         )
 
     trainer = new_trainer()
@@ -159,6 +165,15 @@ def launch(
     return a
 
 
+def _remove_placement_group(pg: Any) -> None:
+    import contextlib
+
+    import ray
+
+    with contextlib.suppress(Exception):
+        ray.util.remove_placement_group(pg)
+
+
 def end_job(a: Actors) -> None:
     """Free a finished job's own actors; its rollouts (engines) stay for the next job."""
     import ray
@@ -221,9 +236,10 @@ def _engine_spec(cfg: LaminarConfig, info: dict, index: int, tp: int = 1) -> Eng
         max_batch=rt.max_batch,
         max_model_len=wl.max_prompt_len + wl.max_response_len,
         eos_token_id=info["eos_id"],
+        stop_token_ids=tuple(info.get("stop_ids", ())),
         temperature=rt.grpo.temperature,
         seed=cfg.seed + index,
-        dtype="float32" if rt.model.type == "tiny" else cfg.model.dtype,
+        dtype=info.get("dtype", "float32"),  # what the trainer exports each version in
         gpu_memory_fraction=rt.gpu_memory_fraction,
         tensor_parallel_size=tp,
     )
@@ -258,6 +274,7 @@ def train(
     """
     import ray
 
+    check_inputs(cfg)
     prior = resume.meta if resume is not None else {}
     t0 = time.time() - float(prior.get("elapsed_s", 0.0))  # a resumed run continues the clock
     with cluster.ray_session(cfg, verbose=verbose) as dirs, ExitStack() as stack:

@@ -13,11 +13,11 @@ import math
 import time
 from collections import deque
 from dataclasses import replace
+from typing import Any
 
-from laminar.config.runtime import RepeatTask
 from laminar.runtime.codec import CharCodec, HfCodec, make_codec, prompt_ids
 from laminar.runtime.records import PromptGroup, Traj
-from laminar.runtime.task import RepeatTaskGen
+from laminar.runtime.task import make_task
 
 
 class PromptPool:
@@ -30,7 +30,7 @@ class PromptPool:
 
     def __init__(
         self,
-        task: RepeatTask,
+        task: Any,
         *,
         seed: int,
         max_answer_len: int,
@@ -40,7 +40,7 @@ class PromptPool:
         model_type: str,
         model_dir: str,
     ):
-        self.gen = RepeatTaskGen(task, seed=seed, max_answer_len=max_answer_len)
+        self.gen = make_task(task, seed=seed, max_answer_len=max_answer_len)
         self.codec: CharCodec | HfCodec = make_codec(model_type, model_dir)
         self.n = samples_per_prompt
         self.prompts_per_step = prompts_per_step

@@ -58,7 +58,7 @@ class VllmEngine:
         self._params = SamplingParams(
             temperature=s.temperature,
             logprobs=0,  # the sampled token's log-probability: the behaviour policy for GRPO
-            stop_token_ids=[s.eos_token_id],
+            stop_token_ids=list(s.stop_token_ids or (s.eos_token_id,)),
             detokenize=False,
             output_kind=RequestOutputKind.DELTA,
             stream_interval=s.stream_interval,  # an abort still delivers the buffered tokens

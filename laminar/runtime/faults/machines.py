@@ -17,37 +17,6 @@ from laminar.runtime.faults.inject import FaultDeferred, FaultNotApplicable
 _CLUSTERS: dict[str, Any] = {}
 
 
-class LocalMachines:
-    """``n`` Ray nodes on this host (``m0`` the head) with the interface :class:`MachineFaults`
-    needs (``address``, ``nodes`` by name with ``node_id``, ``kill(name)``): the emulated
-    cluster of ``laminar.runtime.emulate`` does the same with per-machine roots and
-    resources."""
-
-    def __init__(self, n: int, cpus: int = 2, object_store_bytes: int = 100 * 1024**2):
-        import os
-
-        from ray.cluster_utils import Cluster
-
-        for key in ("RAY_USAGE_STATS_ENABLED", "RAY_AUTH_MODE"):  # quiet, no token files
-            os.environ.setdefault(key, "0" if key.startswith("RAY_USAGE") else "disabled")
-        args = {"num_cpus": cpus, "object_store_memory": object_store_bytes}
-        self._cluster = Cluster(initialize_head=True, head_node_args=args)
-        self.nodes = {"m0": self._cluster.head_node}
-        for i in range(1, n):
-            self.nodes[f"m{i}"] = self._cluster.add_node(**args)
-
-    @property
-    def address(self) -> str:
-        return self._cluster.address
-
-    def kill(self, name: str) -> None:
-        """Remove node ``name`` without a graceful shutdown (a machine failure)."""
-        self._cluster.remove_node(self.nodes.pop(name), allow_graceful=False)
-
-    def shutdown(self) -> None:
-        self._cluster.shutdown()
-
-
 def register(cluster: Any) -> None:
     """Let runs that join ``cluster.address`` kill its machines."""
     _CLUSTERS[cluster.address] = cluster

@@ -158,6 +158,12 @@ class RelayWeightPath:
     def publish(self, version: int, blob: bytes) -> None:
         self.publisher.publish(version, blob)
 
+    def begin(self, version: int, nbytes: int) -> str:
+        return self.publisher.begin(version, nbytes)
+
+    def commit(self, version: int, path: str) -> None:
+        self.publisher.commit(version, path)
+
     def latest(self) -> tuple[int, str] | None:
         if self._source is None:
             machine = current_machine()
