@@ -141,7 +141,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="fewer steps and sizes (smoke run)")
+    ap.add_argument("--headline-only", action="store_true", help="part 1 only")
     args = ap.parse_args()
+    if args.headline_only:
+        print(json.dumps({"headline": headline(args.repeats)}, indent=2))
+        return
     steps = 4 if args.quick else 10
     gpus = [64, 256] if args.quick else [64, 128, 256, 512, 1024]
     lens = [4096, 8192] if args.quick else [4096, 8192, 16384, 32768]

@@ -128,7 +128,18 @@ def space_from_args(args: argparse.Namespace, base):
                          ("--max-batch", space.max_batches)):  # fmt: skip
         if any(v < 1 for v in values):
             raise ConfigError("laminar plan", flag, "values must be positive")
+    for gpus in space.gpus:  # a GPU count the config cannot take fails here, not per point
+        _validate(base, "cluster.gpus", gpus, f"--gpus {args.gpus}")
     return space
+
+
+def _validate(base, key: str, value, source: str) -> None:
+    """Raise ConfigError (naming ``source``) unless ``base`` with ``key = value`` validates."""
+    from laminar.config.loader import apply_override, validate
+
+    data = base.model_dump(mode="json")
+    apply_override(data, key.split("."), value, f"{key}={value}")
+    validate(data, source, {})
 
 
 def _names(text: str, flag: str) -> list[str]:
@@ -154,8 +165,6 @@ def _vary(text: str, base) -> tuple[str, tuple]:
     """``KEY=V1,V2`` -> (KEY, values); the key and every value must validate on ``base``."""
     import yaml
 
-    from laminar.config.loader import apply_override, validate
-
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key or not raw.strip():
@@ -163,7 +172,5 @@ def _vary(text: str, base) -> tuple[str, tuple]:
         raise ConfigError(f"--vary {text}", "", msg)
     values = tuple(yaml.safe_load(v) for v in raw.split(","))
     for v in values:
-        data = base.model_dump(mode="json")
-        apply_override(data, key.split("."), v, f"{key}={v}")
-        validate(data, f"--vary {text}", {key: f"{key}={v}"})
+        _validate(base, key, v, f"--vary {text}")
     return key, values

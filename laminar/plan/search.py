@@ -204,6 +204,7 @@ def _record(row: dict, res: dict, stage: str) -> None:
     row["bottleneck"] = bottleneck(res)
     for name in (*FIGURES, *COUNTS):
         row[name] = res[name]
+    row["steady_state"] = res.get("steady_state", "")
     if stage == "short":
         row["short_train_tokens_per_s"] = res["train_tokens_per_s"]
 
@@ -280,6 +281,7 @@ def _frame(points: list[Point], rows: dict[int, dict], space: SearchSpace, opts)
             rec[name] = r.get(name)
         rec["replicas"] = r.get("replicas")
         rec["steps"] = r.get("steps")
+        rec["steady_state"] = r.get("steady_state", "")
         tps = rec["train_tokens_per_s"]
         rec["train_tokens_per_s_per_gpu"] = tps / p.gpus if _num(tps) else None
         if opts.gpu_hour_price is not None:

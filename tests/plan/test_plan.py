@@ -175,6 +175,7 @@ def test_cli_prints_the_top_table_and_prices(tmp_path, capsys):
     [
         (["--tp", "1,x"], "--tp"),
         (["--gpus", "0"], "--gpus"),
+        (["--gpus", "16,20"], "--gpus 16,20"),  # not whole 8-GPU machines
         (["--systems", "laminar,nope"], "--systems"),
         (["--trainer-fractions", "1.5"], "--trainer-fractions"),
         (["--vary", "sim.nope=1,2"], "sim.nope"),
