@@ -26,7 +26,7 @@ import time
 from laminar.config import load_config
 from laminar.plan import PlanOptions, SearchSpace, run_plan
 from laminar.plan.space import DEFAULT_FRACTIONS
-from laminar.sim.systems import all_systems
+from laminar.sim.registry import all_systems
 
 PRESETS = ("paper-math-7b", "paper-math-32b", "paper-math-72b")
 GRID_STEP = 0.125

@@ -26,16 +26,18 @@ Rules (:func:`prepare_out`), so that ``--out`` never destroys a user's files:
 
 Writability is checked by :func:`prepare_out` (it creates and removes a probe directory where
 the staging directory will go), so an unwritable ``--out`` fails before any work. Run
-directories get the user's usual permissions (umask), not ``mkdtemp``'s 0700.
+directories get the user's usual permissions (umask). SIGINT and SIGTERM while staging remove
+the staging directory; during the commit they wait for it to finish.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
+import secrets
 import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,15 +46,12 @@ from pathlib import Path
 
 from laminar.staging import (  # noqa: F401  (staged_file, prepare_file_out: re-exported)
     OutputError,
-    block_signals,
     make_parents,
     prepare_file_out,
     remove_created,
     remove_path,
-    restore_signals,
-    sigterm_raises,
+    signal_guard,
     staged_file,
-    umask,
 )
 
 MARKER = ".laminar-run.json"
@@ -153,13 +152,14 @@ def _checked(target: OutputTarget, given: str | Path) -> OutputTarget:
         where = where.parent
     if not where.is_dir():
         raise OutputError(f"{given}: cannot create it: {where} is a file, not a directory")
-    mask = block_signals()  # a signal must not strand the probe
+    probe = where / _unique_name(_PROBE)
     try:
-        os.rmdir(tempfile.mkdtemp(prefix=_PROBE, dir=where))
+        probe.mkdir()
     except OSError as e:
         raise OutputError(f"{given}: cannot write there: {where}: {e.strerror or e}") from None
-    finally:
-        restore_signals(mask)
+    finally:  # also when a signal lands right after the mkdir
+        with contextlib.suppress(OSError):
+            probe.rmdir()
     return target
 
 
@@ -179,39 +179,33 @@ def staged_output(target: OutputTarget) -> Iterator[Path]:
     On an exception (SIGINT is KeyboardInterrupt; SIGTERM is turned into ``SystemExit(143)``
     while the block runs in the main thread) the staging directory and the parents created
     for it are removed and the exception propagates."""
-    with sigterm_raises():
-        # Signals wait while the staging directory is made, so that none lands between its
-        # creation and the handler that removes it.
-        mask = block_signals()
-        stage, created = None, []
+    # The staging directory's name is known before it exists, so that a signal landing at any
+    # point (even right after the mkdir) finds it and removes it.
+    stage = _staging_parent(target) / _unique_name(_STAGING)
+    created: list[Path] = []
+    with signal_guard() as guard:
         try:
-            created = make_parents(_staging_parent(target))
-            stage = _make_stage(target)
-            restore_signals(mask)
+            make_parents(_staging_parent(target), created)
+            try:
+                stage.mkdir()  # mode 0777 less the umask: the user's usual permissions
+            except OSError as e:
+                raise OutputError(f"{target.path}: cannot write there: {e.strerror or e}") from None
             yield stage
             _write_marker(stage, target.command)
-            block_signals()  # the commit's renames run whole
-            _commit(stage, target)
+            with guard.hold():  # the commit's renames run whole
+                _commit(stage, target)
         except BaseException as e:
-            if stage is not None:
-                shutil.rmtree(stage, ignore_errors=True)
+            shutil.rmtree(stage, ignore_errors=True)
             remove_created(created)
             if isinstance(e, OSError) and e.errno in _NO_ROOM:
                 raise OutputError(
                     f"{target.path}: cannot write the outputs: {e.strerror}; nothing written"
                 ) from None
             raise
-        finally:
-            restore_signals(mask)
 
 
-def _make_stage(target: OutputTarget) -> Path:
-    try:
-        stage = Path(tempfile.mkdtemp(prefix=_STAGING, dir=_staging_parent(target)))
-    except OSError as e:
-        raise OutputError(f"{target.path}: cannot write there: {e.strerror or e}") from None
-    stage.chmod(0o777 & ~umask())
-    return stage
+def _unique_name(prefix: str) -> str:
+    return f"{prefix}{os.getpid()}-{secrets.token_hex(6)}"
 
 
 # Write failures that are the place's, not the program's: reported as OutputError (exit 2).

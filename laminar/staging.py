@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import tempfile
@@ -29,22 +30,22 @@ def remove_path(path: Path) -> None:
             path.unlink()
 
 
-def make_parents(path: Path) -> list[Path]:
-    """Create ``path`` and its missing parents; return those created, deepest first."""
+def make_parents(path: Path, created: list[Path]) -> None:
+    """Create ``path`` and its missing parents, each put first in ``created`` (deepest first)
+    just before it is made, so that whatever interrupts this can undo it."""
     missing = []
     p = path
     while not p.exists():
         missing.append(p)
         p = p.parent
     for d in reversed(missing):
+        created.insert(0, d)
         try:
             d.mkdir()
         except FileExistsError:
             pass
         except OSError as e:
-            remove_created([m for m in missing if m.exists()])
             raise OutputError(f"{d}: cannot create: {e.strerror or e}") from None
-    return missing
 
 
 def remove_created(dirs: list[Path]) -> None:
@@ -61,41 +62,62 @@ def umask() -> int:
     return mask
 
 
+class SignalGuard:
+    """SIGINT and SIGTERM as exceptions while outputs are staged, held during a commit.
+
+    Made by :func:`signal_guard`. SIGTERM raises ``SystemExit(143)`` and SIGINT
+    ``KeyboardInterrupt`` in the main thread, so that cleanups run instead of the process
+    ending on the spot; inside :meth:`hold` a signal waits until the held block is over.
+    (Blocking the signal mask is not enough: another thread may take the signal, and Python
+    then runs the handler in the main thread anyway.)"""
+
+    def __init__(self) -> None:
+        self.holding = False
+        self.pending: int | None = None
+
+    def handle(self, signum: int, frame) -> None:
+        if self.holding:
+            self.pending = self.pending or signum
+            return
+        _raise_for(signum)
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """Signals wait while the block runs, then act."""
+        self.holding = True
+        try:
+            yield
+        finally:
+            self.holding = False
+            if self.pending is not None:
+                signum, self.pending = self.pending, None
+                _raise_for(signum)
+
+
+def _raise_for(signum: int) -> None:
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise SystemExit(128 + signum)
+
+
 @contextmanager
-def sigterm_raises() -> Iterator[None]:
-    """While the block runs, SIGTERM raises ``SystemExit(143)`` (so cleanups run) instead of
-    ending the process on the spot; another handler already installed is left alone."""
+def signal_guard() -> Iterator[SignalGuard]:
+    """A :class:`SignalGuard` whose handlers are installed while the block runs (main thread
+    only; a handler someone else installed is left alone)."""
+    guard = SignalGuard()
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield guard
         return
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous not in (signal.SIG_DFL, None):
-        yield
-        return
-
-    def _raise(signum, frame):
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, _raise)
+    defaults = {signal.SIGTERM: signal.SIG_DFL, signal.SIGINT: signal.default_int_handler}
+    previous = {s: signal.getsignal(s) for s in defaults}
+    ours = [s for s in defaults if previous[s] in (defaults[s], None)]
+    for s in ours:
+        signal.signal(s, guard.handle)
     try:
-        yield
+        yield guard
     finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-SIGNALS = {signal.SIGINT, signal.SIGTERM}
-
-
-def block_signals() -> set | None:
-    """Hold SIGINT and SIGTERM (delivered at :func:`_restore_signals`); the previous mask."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
-
-
-def restore_signals(mask: set | None) -> None:
-    if mask is not None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        for s in ours:
+            signal.signal(s, previous[s])
 
 
 # Single files --------------------------------------------------------------------------------
@@ -112,8 +134,15 @@ def prepare_file_out(path: str | Path) -> Path:
         where = where.parent
     if not where.is_dir():
         raise OutputError(f"{path}: cannot create it: {where} is a file, not a directory")
-    if not os.access(where, os.W_OK | os.X_OK) or (out.exists() and not os.access(out, os.W_OK)):
-        raise OutputError(f"{path}: cannot write there (permission denied)")
+    # A probe file, not os.access: root passes access checks on read-only file systems.
+    probe = where / f".laminar-probe-{os.getpid()}-{secrets.token_hex(6)}"
+    try:
+        probe.touch(exist_ok=False)
+    except OSError as e:
+        raise OutputError(f"{path}: cannot write there: {where}: {e.strerror or e}") from None
+    finally:  # also when a signal lands right after the file is made
+        with contextlib.suppress(OSError):
+            probe.unlink()
     return out
 
 
@@ -123,17 +152,21 @@ def staged_file(out: str | Path) -> Iterator[Path]:
     out = Path(out)
     if out.is_dir():
         raise OutputError(f"{out}: is a directory; give a file name")
-    created = make_parents(out.parent)
+    created: list[Path] = []
     try:
+        make_parents(out.parent, created)
         fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=out.suffix, dir=out.parent)
     except OSError as e:
         remove_created(created)
         raise OutputError(f"{out}: cannot write: {e.strerror or e}") from None
+    except BaseException:
+        remove_created(created)
+        raise
     os.close(fd)
     tmp = Path(name)
     tmp.chmod(0o666 & ~umask())  # mkstemp makes 0600; outputs get the usual permissions
     try:
-        with sigterm_raises():
+        with signal_guard():
             yield tmp
             os.replace(tmp, out)
     except BaseException:

@@ -18,7 +18,6 @@ import os
 import shutil
 import signal
 import tempfile
-import typing
 from pathlib import Path
 
 import pytest
@@ -516,4 +515,7 @@ def test_the_strategies_reach_every_leaf_key():
     """The fuzzed keys are the config tree's (a new field is fuzzed without editing this file)."""
     assert "cluster.gpus" in LEAF_KEYS and "runtime.kill_trainer_at_step" in LEAF_KEYS
     assert all(k in LEAF_KEYS for k in SIZE_KEYS)
-    assert typing.get_origin(LaminarConfig.model_fields["faults"].annotation) is None
+    sections = {k.split(".")[0] for k in LEAF_KEYS}
+    assert sections == set(LaminarConfig.model_fields)  # every section has fuzzed keys
+    # every kind of --out target the issue names: new, a user's directory, a file, ., ..
+    assert {"new", "users", "file", "cwd", "parent", "own", "proc"} <= set(OUT_KINDS)

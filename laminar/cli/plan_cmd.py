@@ -107,7 +107,7 @@ def space_from_args(args: argparse.Namespace, base):
     """The :class:`~laminar.plan.SearchSpace` the arguments describe (errors name the flag)."""
     from laminar.plan import SearchSpace
     from laminar.plan.space import DEFAULT_FRACTIONS, DEFAULT_MAX_BATCHES, DEFAULT_TPS
-    from laminar.sim.systems import all_systems
+    from laminar.sim.registry import all_systems
 
     systems = _names(args.systems, "--systems")
     if "all" in systems:

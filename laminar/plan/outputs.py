@@ -47,7 +47,7 @@ def best_yaml(result: PlanResult) -> str | None:
     simulated in full)."""
     if result.best is None:
         return None
-    from laminar.sim.systems import all_systems
+    from laminar.sim.registry import all_systems
 
     cfg = result.full_configs[result.best]
     system = cfg.sim.systems[0]

@@ -70,7 +70,7 @@ def screen(cfg: LaminarConfig, stats: WorkloadStats) -> Screen:
     """Feasibility and the analytic estimate of ``cfg`` (one system, ``cfg.sim.systems[0]``)."""
     from laminar.sim.cluster import check_setup
     from laminar.sim.costdata import cost_model_for
-    from laminar.sim.systems import resolve_systems
+    from laminar.sim.registry import resolve_systems
 
     m = cfg.model
     system = resolve_systems(cfg.sim.systems)[0](cfg)

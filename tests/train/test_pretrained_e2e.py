@@ -10,6 +10,7 @@ import time
 from contextlib import ExitStack
 
 import pytest
+import ray
 
 from laminar.config import load_config
 from laminar.runtime import cluster, driver, loops
@@ -40,7 +41,6 @@ def _cfg(tmp_path, mode: str):
             "runtime.warmup.steps=2",
             "runtime.warmup.batch=8",
             f"runtime.warmup.cache_dir={tmp_path / 'cache'}",
-            "runtime.checkpoint_every=1",
             f"workload.steps={STEPS}",
             "workload.prompts_per_step=2",
             "workload.samples_per_prompt=4",
@@ -50,7 +50,7 @@ def _cfg(tmp_path, mode: str):
     )
 
 
-def _job(cfg, dirs, stack, engines, name):
+def _job(cfg, dirs, stack, engines, name, ckpt_root):
     t0 = time.time()
     a = driver.launch(cfg, dirs, t0, stack, rollouts=engines, job=name)
     loop = loops.run_laminar if cfg.runtime.mode == "laminar" else loops.run_sync
@@ -59,6 +59,7 @@ def _job(cfg, dirs, stack, engines, name):
     nan = {"reward": math.nan, "version": -1}
     result.update(steps=steps, wall_s=1.0, setup_s=0.0, info=a.info, run_id=name)
     result.update(eval_first=nan, eval_last=nan)
+    result["checkpoint"] = ray.get(a.trainer.save_checkpoint.remote(str(ckpt_root)))
     driver.end_job(a)
     return summarize(cfg, result), result, a
 
@@ -68,7 +69,8 @@ def test_pretrained_jsonl_two_ranks_both_modes(tmp_path):
     engines = None
     with cluster.ray_session(cfgs["laminar"]) as dirs, ExitStack() as stack:
         for mode, cfg in cfgs.items():
-            summary, result, a = _job(cfg, dirs, stack, engines, mode)
+            ckpt_root = tmp_path / f"ckpt-{mode}"
+            summary, result, a = _job(cfg, dirs, stack, engines, mode, ckpt_root)
             engines = a.rollouts
             assert a.info["trainer_ranks"] == 2
             assert summary["trajectories_lost"] == 0, mode
@@ -79,5 +81,6 @@ def test_pretrained_jsonl_two_ranks_both_modes(tmp_path):
             assert all(t.reward in (0.0, 1.0) for t in consumed)  # the verifier scored each
             assert all(math.isfinite(s["reward_mean"]) for s in result["steps"])
             assert all(s["publish_s"] > 0 for s in result["steps"])
-            ckpt_root = dirs.tmp / f"{mode}-checkpoints"
-            assert sorted(p.name for p in ckpt_root.iterdir())[-1] == f"v{STEPS:010d}"
+            # the 2 ranks' DCP checkpoint, whole, under the root it was given
+            assert result["checkpoint"] == str(ckpt_root / f"v{STEPS:010d}")
+            assert sorted(p.name for p in ckpt_root.iterdir()) == [f"v{STEPS:010d}"]

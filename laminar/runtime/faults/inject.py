@@ -67,19 +67,13 @@ def kill_engine(a: Any, target: str | None) -> dict:
 
 
 def reap(a: Any, rid: str) -> None:
-    """Kill what a dead rollout's engine left on this machine (its processes, by pid and start
-    time, so never a recycled pid) and unlink the shared-memory files they mapped."""
-    import psutil
+    """Kill what a dead rollout's engine left on its machine (its processes, by pid and start
+    time, so never a recycled pid) and unlink the shared-memory files they mapped: a task on
+    that machine does it (``laminar.runtime.nodes.reap_on_node``)."""
+    from laminar.runtime.nodes import reap_on_node
 
-    footprint = a.procs.get(rid, {})
-    for pid, created in footprint.get("pids", []):
-        with contextlib.suppress(psutil.Error):
-            proc = psutil.Process(pid)
-            if proc.create_time() == created:
-                proc.kill()
-    for path in footprint.get("shm", []):
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+    with contextlib.suppress(Exception):  # cleanup must not fail the run's teardown
+        reap_on_node(a.procs.get(rid, {}))
 
 
 def sweep_run_processes(run_id: str) -> list[int]:
