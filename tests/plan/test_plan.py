@@ -211,3 +211,16 @@ def test_cli_refuses_an_out_dir_holding_other_files(tmp_path, capsys):
     assert main(_cli(tmp_path, "--systems", "verl", "--tp", "1", "--max-batch", "8")) == 2
     assert (tmp_path / "out" / "notes.txt").read_text() == "mine"
     assert "--force" in capsys.readouterr().err
+
+
+def test_a_plan_with_nothing_feasible_still_writes_its_reasons(tmp_path):
+    from laminar.plan import top_table
+
+    base = _base("model.name=qwen2.5-72b")
+    space = SearchSpace(gpus=(16,), systems=("laminar", "verl"), rollout_tps=(1,),
+                        max_batches=(64,))  # fmt: skip
+    result = run_plan(base, space, OPTS)
+    assert result.best is None and (result.points["status"] == "rejected").all()
+    assert "no point was simulated" in top_table(result)
+    out = write_plan(result, tmp_path / "plan")
+    assert not (out / "best.yaml").exists() and (out / "pareto.png").exists()
