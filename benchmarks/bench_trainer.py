@@ -85,15 +85,16 @@ def _ranks_job(rank, world, init, cfg, work, threads, repeats, store_root):
             r.commit_export(v, box[0])
         stalls.append(time.perf_counter() - t)
     out = {"step_s": statistics.median(steps), "publish_stall_s": statistics.median(stalls)}
-    if rank == 0:
-        out["nbytes"] = r.layout().nbytes
-        out["blob_stall_s"] = _blob_stalls(r.model, store_root + "-blob", info, repeats)
+    out["blob_stall_s"] = _blob_stalls(r.model, store_root + "-blob", info, repeats, rank)
+    out["nbytes"] = r.layout().nbytes
     return out
 
 
-def _blob_stalls(model, root: str, info: dict, repeats: int) -> float:
-    """The old path: gather the full state dict, serialise it whole, hand the bytes over (the
-    store wrote them and their SHA-256): the stall the trainer had before streaming."""
+def _blob_stalls(model, root: str, info: dict, repeats: int, rank: int) -> float:
+    """The old path: gather the full state dict (every rank takes part), serialise it whole in
+    one process, hand the bytes over (the store wrote them and their SHA-256): the stall the
+    trainer had before streaming."""
+    import torch.distributed as dist
     from safetensors.torch import save
 
     from laminar.runtime.weights import write_version_dir
@@ -101,13 +102,16 @@ def _blob_stalls(model, root: str, info: dict, repeats: int) -> float:
     Path(root).mkdir(parents=True, exist_ok=True)
     stalls = []
     for v in range(repeats):
+        dist.barrier()
         t = time.perf_counter()
         sd = model.state_dict()
         state = {
             k: (x.full_tensor() if hasattr(x, "full_tensor") else x).contiguous()
             for k, x in sd.items()
         }
-        write_version_dir(Path(root), v, save(state), info["config_json"] or "{}")
+        if rank == 0:
+            write_version_dir(Path(root), v, save(state), info["config_json"] or "{}")
+        dist.barrier()
         stalls.append(time.perf_counter() - t)
     return statistics.median(stalls)
 
@@ -133,7 +137,7 @@ def bench_steps(args: argparse.Namespace, tmp: Path) -> dict:
         out[name] = {
             "step_s": max(p["step_s"] for p in parts),
             "publish_stall_s": max(p["publish_stall_s"] for p in parts),
-            "blob_stall_s": parts[0]["blob_stall_s"],
+            "blob_stall_s": max(p["blob_stall_s"] for p in parts),
             "nbytes": parts[0]["nbytes"],
         }
         print(json.dumps({name: out[name]}), flush=True)
