@@ -61,6 +61,7 @@ class Supervisor:
         self.on_change = on_change
         self.pending = [s for s in scheduled_faults(cfg) if s.text() not in done]
         self.faults: list[dict] = a.info.setdefault("faults", [])
+        a.info["replace_dead"] = bool(cfg.runtime.faults.replace_dead and spawn)
         self.loops: dict[str, Any] = {}  # rollout -> its run_laminar call (laminar mode)
         self.starting: dict[str, tuple[Any, Any, int, float]] = {}
         self.index = {rid: i for i, rid in enumerate(a.rollouts)}  # rollout -> its slot
@@ -161,10 +162,10 @@ class Supervisor:
             rec = {"kind": spec.kind, "spec": spec.text(), "at_s": self.now_s(), "step": step}
             try:
                 rec.update(inject(self.a, spec))
-            except FaultDeferred:
+            except FaultDeferred as e:
                 if self.starting or self._recovering():
                     continue  # stays pending: tried again at the next poll
-                rec.update(skipped="fewer than two healthy rollouts")
+                rec.update(skipped=str(e))
             except FaultNotApplicable as e:
                 rec.update(skipped=str(e))
             self.pending.remove(spec)
