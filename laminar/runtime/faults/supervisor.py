@@ -68,6 +68,7 @@ class Supervisor:
         self.seen_events = 0
         self.loop_t0 = time.time()
         self.last_step = -1
+        self.last_tick = time.monotonic()
         self.stopping = False
 
     # -- the clock of the run ---------------------------------------------------------------
@@ -137,12 +138,16 @@ class Supervisor:
     # -- scheduled faults -------------------------------------------------------------------
 
     def after_step(self, step: int) -> None:
-        """Inject the faults scheduled right after trainer step ``step``."""
+        """Inject the faults scheduled right after trainer step ``step``; then a poll if one
+        is due (steps that never wait on their batch would otherwise never poll)."""
         due = [s for s in self.pending if s.step is not None and s.step <= step]
         self._inject(due, step)
+        if time.monotonic() - self.last_tick >= self.cfg.runtime.faults.poll_s:
+            self.tick()
 
     def tick(self) -> None:
         """One poll: due timed faults, deaths seen by the manager, replacements coming up."""
+        self.last_tick = time.monotonic()
         elapsed = time.time() - self.loop_t0
         due = [
             s
