@@ -33,6 +33,25 @@ from laminar.sim import simulate
 from laminar.sim.costdata import cost_model_for
 
 
+def tail_latency(res, system: str = "laminar", tail_tokens: int = 12 * 1024) -> dict:
+    """Generation time of the long tail in one simulated run (see the module docstring)."""
+    cfg, wl = res.config, res.config.workload
+    alone_s = wl.max_response_len * cost_model_for(cfg).decode_step_s(
+        1, wl.max_prompt_len + wl.max_response_len
+    )
+    end_s = float(res.summary.set_index("system").loc[system, "sim_time_s"])
+    t = res.trajectories[res.trajectories["system"] == system]
+    tail = t[(t["response_len"] >= tail_tokens) & (t["gen_start_s"] <= end_s - 2 * alone_s)]
+    lat = tail["gen_end_s"].fillna(end_s) - tail["gen_start_s"]
+    return {
+        "tail_n": len(tail),
+        "tail_unfinished": int(tail["gen_end_s"].isna().sum()),
+        "tail_median_s": float(lat.median()),
+        "tail_mean_s": float(lat.mean()),
+        "tail_p99_s": float(lat.quantile(0.99)),
+    }
+
+
 def run_one(task: tuple) -> dict:
     model, gpus, steps, bound, tail_tokens = task
     repack = ["repack.enabled=false"] if bound is None else [f"repack.max_step_slowdown={bound}"]
@@ -44,26 +63,14 @@ def run_one(task: tuple) -> dict:
     t0 = time.perf_counter()
     res = simulate(cfg)
     s = res.summary.iloc[0]
-    t = res.trajectories
-    wl = cfg.workload
-    alone_s = wl.max_response_len * cost_model_for(cfg).decode_step_s(
-        1, wl.max_prompt_len + wl.max_response_len
-    )
-    end_s = float(s["sim_time_s"])
-    tail = t[(t["response_len"] >= tail_tokens) & (t["gen_start_s"] <= end_s - 2 * alone_s)]
-    lat = tail["gen_end_s"].fillna(end_s) - tail["gen_start_s"]
-    st = res.steps[res.steps["step"] >= cfg.sim.warmup_steps]
+    st = res.steps[res.steps["step"] >= int(s["warmup_steps"])]
     last = st[st["step"] >= steps - max(1, steps // 4)]
     return {
         "model": model,
         "gpus": gpus,
         "steps": steps,
         "repack": "off" if bound is None else ("unbounded" if bound == 0 else f"<= {bound}x"),
-        "tail_n": len(tail),
-        "tail_unfinished": int(tail["gen_end_s"].isna().sum()),
-        "tail_median_s": float(lat.median()),
-        "tail_mean_s": float(lat.mean()),
-        "tail_p99_s": float(lat.quantile(0.99)),
+        **tail_latency(res, tail_tokens=tail_tokens),
         "gen_tokens_per_s": float(s["gen_tokens_per_s"]),
         "train_tokens_per_s": float(s["train_tokens_per_s"]),
         "mean_kv_util": float(s["mean_kv_util"]),
@@ -71,6 +78,7 @@ def run_one(task: tuple) -> dict:
         "staleness_max": int(s["staleness_max"]),
         "staleness_max_last_quarter": int(last["staleness_max"].max()),
         "repack_moves": int(s["repack_moves"]),
+        "steady_state": s["steady_state"],
         "wall_s": time.perf_counter() - t0,
     }
 

@@ -9,7 +9,9 @@ Experiments (paper §8 on 1024 H800s, Qwen2.5 7B/32B/72B, DAPO-Math-like lengths
 1. throughput of every system vs GPUs (64 -> 1024) for each model (Fig. 11), each decoupled
    system on its best trainer/rollout split of ``FRACTIONS`` (the paper tunes allocations per
    system, App. A.2; its Table 2 is not in our copy); speedups and strong-scaling efficiency;
-2. repack on/off for Laminar (Table 1, Fig. 16);
+2. repack on/off for Laminar (Table 1, Fig. 16), and at the largest scale the long tail's
+   generation time and the staleness after 20 and 60 steps with repack off, on (bounded by
+   ``repack.max_step_slowdown``) and unbounded (§8.4);
 3. actor stall and rollout weight-load time (Fig. 14);
 4. staleness distributions (Fig. 10), consumed and inherent (§6);
 5. a rollout machine killed and recovered in 252 s (Fig. 15).
@@ -27,6 +29,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pandas as pd
+from bench_repack_tail import tail_latency
 
 from laminar.config import load_config
 from laminar.errors import ConfigError
@@ -94,6 +97,32 @@ def repack_runs(jobs: int, best: pd.DataFrame, gpus_list) -> pd.DataFrame:
         return pd.DataFrame(list(pool.map(_repack_task, tasks)))
 
 
+TAIL_STEPS = (20, 60)
+TAIL_SETTINGS = {"off": ["repack.enabled=false"], "on": [],
+                 "unbounded": ["repack.max_step_slowdown=0"]}  # fmt: skip
+
+
+def _tail_task(task: tuple) -> dict:
+    model, gpus, fraction, steps, setting = task
+    cfg = config(model, gpus, ["laminar"], f"cluster.trainer_fraction={fraction}",
+                 "sim.replica_series=false", *TAIL_SETTINGS[setting], steps=steps,
+                 warmup=steps // 4)  # fmt: skip
+    res = simulate(cfg)
+    s = res.summary.iloc[0]
+    return {**s.to_dict(), **tail_latency(res), "model": model, "fraction": fraction,
+            "setting": setting}  # fmt: skip
+
+
+def repack_tail_runs(jobs: int, best: pd.DataFrame, gpus: int) -> pd.DataFrame:
+    """§8.4 at ``gpus`` GPUs, Laminar's best split: repack off / on / unbounded, 20 and 60
+    steps (a quarter of each left out as warm-up): long-tail latency and staleness."""
+    lam = best[(best["system"] == "laminar") & (best["gpus"] == gpus)]
+    tasks = [(r.model, r.gpus, r.fraction, n, k) for r in lam.itertuples()
+             for n in TAIL_STEPS for k in TAIL_SETTINGS]  # fmt: skip
+    with ProcessPoolExecutor(jobs) as pool:
+        return pd.DataFrame(list(pool.map(_tail_task, tasks)))
+
+
 def staleness_runs(model: str, gpus: int, fraction: float) -> dict:
     """Fig. 10, §6: Laminar, one-step and partial at one scale on Laminar's best split, plus
     Laminar without repack (to separate what repack does to the long tail's latency)."""
@@ -138,6 +167,7 @@ def main() -> None:
     if args.reuse:
         grid = pd.read_csv(data / "throughput_grid.csv")
         repack = pd.read_csv(data / "repack.csv")
+        tails = pd.read_csv(data / "repack_tail.csv")
     else:
         grid = throughput_grid(args.jobs, models, gpus_list)
         grid.to_csv(data / "throughput_grid.csv", index=False)
@@ -145,6 +175,8 @@ def main() -> None:
             args.jobs, best_split(grid), sorted({gpus_list[0], 256, gpus_list[-1]})
         )
         repack.to_csv(data / "repack.csv", index=False)
+        tails = repack_tail_runs(args.jobs, best_split(grid), gpus_list[-1])
+        tails.to_csv(data / "repack_tail.csv", index=False)
     best = best_split(grid)
     lam = best[(best["system"] == "laminar") & (best["gpus"] == gpus_list[-1])]
     lam = lam.assign(size=lam["model"].str.rstrip("b").astype(float)).sort_values("size")
@@ -156,7 +188,8 @@ def main() -> None:
         seconds = float(timing.read_text())
     else:
         timing.write_text(f"{seconds:.0f}\n")
-    write_document(out, grid, best, repack, stale, faults, seconds=seconds, quick=args.quick)
+    write_document(out, grid, best, repack, tails, stale, faults, seconds=seconds,
+                   quick=args.quick)  # fmt: skip
     print(f"wrote {out / 'paper-reproduction.md'} in {time.perf_counter() - t0:.0f} s")
 
 

@@ -149,6 +149,36 @@ def repack_table(repack: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("model, GPUs")
 
 
+def repack_tail_section(runs: pd.DataFrame) -> tuple[str, dict]:
+    """§8.4: the long tail's generation time and the staleness, repack off / on / unbounded,
+    after 20 and 60 steps (``paper_repro.repack_tail_runs``)."""
+    runs = ordered(runs).set_index(["model", "steps", "setting"])
+    models = list(dict.fromkeys(runs.index.get_level_values("model")))
+    n_lo, n_hi = sorted(set(runs.index.get_level_values("steps")))
+    rows, facts = [], {"ratio": {}, "gain": {}, "st": {}, "n": (n_lo, n_hi)}
+    for model in models:
+        for setting in ("off", "on", "unbounded"):
+            row = {"model, GPUs": f"{model}, {int(runs.loc[(model, n_lo, setting), 'gpus'])}",
+                   "repack": setting}  # fmt: skip
+            for n in (n_lo, n_hi):
+                r, off = runs.loc[(model, n, setting)], runs.loc[(model, n, "off")]
+                ratio = r.tail_median_s / off.tail_median_s
+                gain = r.gen_tokens_per_s / off.gen_tokens_per_s - 1
+                facts["ratio"][(model, n, setting)] = ratio
+                facts["gain"][(model, n, setting)] = gain
+                facts["st"][(model, n, setting)] = (r.staleness_mean, int(r.staleness_max))
+                row[f"{n} steps: tail s, median / p99 (x off)"] = (
+                    f"{r.tail_median_s:.0f} / {r.tail_p99_s:.0f} ({ratio:.2f}x)"
+                )
+                row[f"{n} steps: gen tok/s (gain)"] = f"{_fmt_k(r.gen_tokens_per_s)} ({gain:+.0%})"
+                steady = "" if r.steady_state == "steady" else " (not steady)"
+                row[f"{n} steps: staleness mean, max"] = (
+                    f"{r.staleness_mean:.1f}, {int(r.staleness_max)}{steady}"
+                )
+            rows.append(row)
+    return _table(pd.DataFrame(rows).set_index("model, GPUs")), facts
+
+
 def relay_section(best: pd.DataFrame) -> tuple[str, dict]:
     lam = ordered(best[best["system"] == "laminar"])
     stall = lam.pivot(index="model", columns="gpus", values="actor_stall_s_mean").round(3)
@@ -266,7 +296,8 @@ def _mean_rate(result, system: str, kind: str, bin_s: float, kill_s: float) -> f
 # The document -------------------------------------------------------------------------------------
 
 
-def write_document(out: Path, grid, best, repack, stale_runs, fault_result, *, seconds, quick):
+def write_document(out: Path, grid, best, repack, tail_runs, stale_runs, fault_result, *,
+                   seconds, quick):  # fmt: skip
     from paper_repro_text import render
 
     figs = out / "paper-reproduction"
@@ -274,12 +305,14 @@ def write_document(out: Path, grid, best, repack, stale_runs, fault_result, *, s
     thr_text, thr = throughput_section(figs, best)
     eff, eff_text = scaling_table(best)
     rel_text, rel = relay_section(best)
+    tail_text, tail = repack_tail_section(tail_runs)
     st_text, tails = staleness_section(figs, stale_runs)
     fault_text, fault = fault_section(figs, fault_result)
     eff_text.index.name = "efficiency"
     doc = render(
         paper=PAPER, thr=thr, thr_text=thr_text, eff=eff, eff_text=_table(eff_text),
-        repack=repack, repack_text=_table(repack_table(repack)), rel=rel, rel_text=rel_text,
+        repack=repack, repack_text=_table(repack_table(repack)), tail=tail, tail_text=tail_text,
+        rel=rel, rel_text=rel_text,
         st_text=st_text, tails=tails, fault=fault, fault_text=fault_text, best=best,
         seconds=seconds, quick=quick, grid=grid,
     )  # fmt: skip

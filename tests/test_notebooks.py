@@ -12,7 +12,8 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.i
 
 
 def test_the_notebooks_are_there():
-    assert {p.name for p in NOTEBOOKS} >= {"throughput.ipynb", "repack_and_staleness.ipynb"}
+    assert {p.name for p in NOTEBOOKS} >= {"throughput.ipynb", "repack_and_staleness.ipynb",
+                                           "plan.ipynb"}
 
 
 @pytest.mark.slow

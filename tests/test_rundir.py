@@ -206,7 +206,7 @@ def test_a_signal_while_staging_leaves_nothing(tmp_path, sig):
     try:
         assert proc.stdout.readline().strip() == "staged"
         proc.send_signal(sig)
-        proc.wait(timeout=30)
+        proc.wait(timeout=120)
     finally:
         proc.kill()
     assert proc.returncode != 0
@@ -234,3 +234,27 @@ def test_staged_file_gets_usual_permissions(tmp_path):
     finally:
         os.umask(umask)
     assert (tmp_path / "f.csv").stat().st_mode & 0o777 == 0o644
+
+
+def test_a_full_disk_is_an_output_error_and_leaves_nothing(tmp_path):
+    import errno
+
+    with pytest.raises(OutputError, match="No space left"), run_output(tmp_path / "run") as d:
+        (d / "part.csv").write_text("x")
+        raise OSError(errno.ENOSPC, "No space left on device", str(d / "big.parquet"))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_signal_during_the_commit_waits_until_it_is_done():
+    from laminar.staging import signal_guard
+
+    done = []
+    with pytest.raises(SystemExit) as e, signal_guard() as guard, guard.hold():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)  # the handler has run by now, and only took note
+        done.append(True)
+    assert done and e.value.code == 143
+    with pytest.raises(KeyboardInterrupt), signal_guard() as guard:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL

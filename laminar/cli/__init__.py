@@ -25,6 +25,7 @@ SUBCOMMAND_MODULES = (
     "laminar.cli.trace_cmd",
     "laminar.cli.simulate_cmd",
     "laminar.cli.replay_cmd",
+    "laminar.cli.plan_cmd",
     "laminar.cli.plot_cmd",
     "laminar.cli.train_cmd",
     "laminar.cli.calibrate_cmd",

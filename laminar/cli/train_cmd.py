@@ -106,15 +106,18 @@ def _train(args: argparse.Namespace) -> int:
     import signal
     import sys
 
-    from laminar.runtime.driver import train
-    from laminar.runtime.outputs import ledger_problems, write_run_dir
     from laminar.runtime.resume import RunLog
 
     cfg, state = _config(args)
+    from laminar.runtime.inputs import check_inputs
+
+    check_inputs(cfg)  # a bad model directory or task file: before any output exists
     if state is None:  # --out's rules (a foreign directory is refused) before any work
         log = RunLog.create(out_target(args, f"train-{cfg.runtime.mode}"), cfg)
     else:
         log = RunLog.reopen(args.resume, cfg)
+    from laminar.runtime.driver import train  # Ray, torch: only once the output is sure
+    from laminar.runtime.outputs import ledger_problems, write_run_dir
     out = str(log.out)
     done = len(state.steps) if state is not None else 0
     bar = _progress(cfg.workload.steps, done, disabled=args.no_progress)

@@ -19,8 +19,10 @@ class RepackConfig(Section):
     enabled: bool = True
     """Run repack checks at all (true/false); off measures what repack buys."""
 
-    interval_s: float = Field(5.0, gt=0.0, le=3600.0)
-    """Seconds between periodic repack checks (0 < s <= 3600); one also runs after each update."""
+    interval_s: float = Field(5.0, ge=0.01, le=3600.0)
+    """Seconds between periodic repack checks (0.01..3600: checks faster than a decode step
+    find nothing new and would flood the simulator with events); one also runs after each
+    update."""
 
     max_step_slowdown: float = Field(SLOWDOWN_DEFAULT, ge=0.0, le=1000.0)
     """§8.4, repack without slower tails: a destination takes a source only while its decode

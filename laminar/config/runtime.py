@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from laminar.config.base import Section
-from laminar.config.runtime_faults import RuntimeFaultsConfig
+from laminar.config.runtime_faults import FaultSpec, RuntimeFaultsConfig
 
 
 class TinyModel(Section):
@@ -54,6 +54,21 @@ class RepeatTask(Section):
 
     tail_ratio: float = Field(10.0, ge=1.0, le=1000.0)
     """p99 / median of the answer length (ratio, 1..1000); paper: about 10."""
+
+
+class JsonlTask(Section):
+    """Prompts from a JSONL file (one ``{"prompt": ..., "answer": ...}`` object per line), scored
+    by a math verifier: the final answer (the last ``\\boxed{}``, else the last number) must
+    equal ``answer`` after normalisation. Prompts go through the model's chat template."""
+
+    type: Literal["jsonl"] = "jsonl"
+    """Variant tag: ``jsonl``."""
+
+    path: str = Field(..., min_length=1, max_length=4096)
+    """Local JSONL file (1..4096 characters)."""
+
+    reward_timeout_s: float = Field(2.0, gt=0.0, le=600.0)
+    """Longest the verifier may take on one answer before it scores 0 (seconds, 0 < s <= 600)."""
 
 
 class WarmupConfig(Section):
@@ -122,6 +137,11 @@ class RuntimeConfig(Section):
     gpu_memory_fraction: float = Field(0.85, gt=0.0, le=1.0)
     """Fraction of GPU memory one cuda replica may take (0 < f <= 1)."""
 
+    gpu_share: float = Field(1.0, gt=0.0, le=1.0)
+    """Share of a GPU each cuda rollout replica and trainer rank reserves through Ray
+    (0 < f <= 1). Below 1 they may share a device — on a one-GPU machine 0.5, with
+    ``gpu_memory_fraction`` leaving room for the trainer."""
+
     cpu_binds: list[str] = Field(default_factory=lambda: ["0", "1"], max_length=4096)
     """Cores of the rollout replicas on CPU (replica i takes entry i mod len, e.g. ``["1"]`` or
     ``["0-3", "4-7"]``; at most 4096 entries): its process and vLLM's OpenMP threads are pinned
@@ -185,8 +205,14 @@ class RuntimeConfig(Section):
     )
     """The policy: ``{type: tiny, ...}`` or ``{type: pretrained, path: ...}``."""
 
-    task: RepeatTask = Field(default_factory=RepeatTask)
-    """The verifiable task and its reward."""
+    task: Annotated[RepeatTask | JsonlTask, Field(discriminator="type")] = Field(
+        default_factory=RepeatTask
+    )
+    """The verifiable task and its reward: ``{type: repeat, ...}`` or ``{type: jsonl, path}``."""
+
+    trainer_ranks: int = Field(1, ge=1, le=4096)
+    """Trainer processes, one device each (count, 1..4096): the model is sharded over them with
+    FSDP2 (torch.distributed: gloo on CPU, NCCL on cuda), in one Ray placement group."""
 
     warmup: WarmupConfig = Field(default_factory=WarmupConfig)
     """Supervised warm-up before RL."""
@@ -196,18 +222,30 @@ class RuntimeConfig(Section):
 
     @model_validator(mode="after")
     def _faults_can_happen(self) -> RuntimeConfig:
-        # A fault injection that cannot happen would be skipped silently or fail mid-run.
-        if self.kill_rollout_at_step >= 0 and self.rollouts < 2:
-            raise ValueError(
-                "kill_rollout_at_step needs at least 2 rollouts (one must survive to take over "
-                f"the dead one's work); rollouts is {self.rollouts}"
-            )
-        if self.kill_trainer_at_step >= 0 and (
-            self.checkpoint_every == 0 or self.kill_trainer_at_step < self.checkpoint_every - 1
-        ):
-            raise ValueError(
-                f"kill_trainer_at_step {self.kill_trainer_at_step} restarts the trainer from a "
-                "checkpoint, but none exists by then: set checkpoint_every to at most "
-                f"{self.kill_trainer_at_step + 1} (now {self.checkpoint_every})"
-            )
+        # A fault injection that cannot happen would be skipped silently or fail mid-run
+        # (issue 11); the supervisor's own checks (laminar/runtime/faults) stay for what only
+        # the running cluster knows.
+        for name, spec in self._step_faults():
+            untargeted = spec.kind in ("kill-rollout", "kill-engine") and not spec.target
+            if untargeted and self.rollouts < 2:
+                raise ValueError(
+                    f"{name} needs at least 2 rollouts (one must survive to take over the "
+                    f"dead one's work); rollouts is {self.rollouts}"
+                )
+            first = self.checkpoint_every - 1  # the step after which the first one is written
+            if spec.kind == "kill-trainer" and (self.checkpoint_every == 0 or spec.step < first):
+                raise ValueError(
+                    f"{name} restarts the trainer from a checkpoint, but none exists by step "
+                    f"{spec.step}: set checkpoint_every to 1..{spec.step + 1} "
+                    f"(now {self.checkpoint_every})"
+                )
         return self
+
+    def _step_faults(self) -> list[tuple[str, FaultSpec]]:
+        """(setting, spec) of every fault injected after a trainer step."""
+        out = [(f"faults.inject {s.text()}", s) for s in self.faults.specs() if s.step is not None]
+        for name, kind in (("kill_rollout_at_step", "kill-rollout"),
+                           ("kill_trainer_at_step", "kill-trainer")):  # fmt: skip
+            if getattr(self, name) >= 0:
+                out.append((name, FaultSpec(kind, step=getattr(self, name))))
+        return out

@@ -18,6 +18,7 @@ lives.
 """
 
 from laminar.plotting.common import COLORS, RunDirError, color, save_figure
+from laminar.plotting.plan import load_plan, pareto_figure, split_figure
 from laminar.plotting.rundirs import plot_runs, run_kind
 from laminar.plotting.sim import (
     Run,
@@ -57,13 +58,16 @@ __all__ = [
     "kv_figure",
     "kv_over_time",
     "kv_table",
+    "load_plan",
     "load_run",
     "load_train_run",
+    "pareto_figure",
     "plot_run",
     "plot_runs",
     "run_kind",
     "save_figure",
     "scaling_figure",
+    "split_figure",
     "staleness_figure",
     "staleness_table",
     "step_table",

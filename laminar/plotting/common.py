@@ -107,10 +107,15 @@ def read_yaml(path: Path) -> dict:
     """``path`` as a YAML mapping (``{}`` when the file is absent)."""
     import yaml
 
+    from laminar.config.loader import load_yaml
+    from laminar.errors import ConfigError
+
     if not path.exists():
         return {}
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text(), str(path))  # no alias bombs from a damaged file
+    except ConfigError as e:
+        raise RunDirError(str(e)) from None
     except (OSError, ValueError, yaml.YAMLError) as e:
         raise _unreadable(path, e) from None
     if not isinstance(data, dict):

@@ -22,6 +22,7 @@ class CharCodec:
         self.bos_id = self._ids[tinymodel.BOS]
         self.eos_id = self._ids[tinymodel.EOS]
         self.pad_id = self._ids[tinymodel.PAD]
+        self.stop_ids = (self.eos_id,)
 
     def encode(self, text: str) -> list[int]:
         """Ids of ``text``, one per character (no specials)."""
@@ -36,15 +37,30 @@ class CharCodec:
 
 
 class HfCodec:
-    """A Hugging Face tokenizer loaded from a local model directory."""
+    """A Hugging Face tokenizer loaded from a local model directory.
+
+    ``stop_ids``: every id that ends an answer — the tokenizer's EOS and the generation
+    config's ``eos_token_id`` (an id or a list: chat models stop at their end-of-turn token).
+    """
 
     def __init__(self, model_dir: str):
         from transformers import AutoTokenizer
 
+        from laminar.runtime.pretrained import stop_token_ids
+
         self._tok: Any = AutoTokenizer.from_pretrained(model_dir)
         self.bos_id = self._tok.bos_token_id
-        self.eos_id = self._tok.eos_token_id
+        self.stop_ids = stop_token_ids(model_dir, self._tok.eos_token_id)
+        eos = self._tok.eos_token_id
+        self.eos_id = eos if eos is not None else self.stop_ids[0]
         self.pad_id = self._tok.pad_token_id if self._tok.pad_token_id is not None else self.eos_id
+        self.chat = bool(getattr(self._tok, "chat_template", None))
+
+    def chat_ids(self, text: str) -> list[int]:
+        """``text`` as the user's turn through the chat template, ready for the answer."""
+        messages = [{"role": "user", "content": text}]
+        out = self._tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return list(self._tok.encode(out, add_special_tokens=False))
 
     def encode(self, text: str) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=False))
@@ -59,6 +75,9 @@ def make_codec(model_type: str, model_dir: str) -> CharCodec | HfCodec:
 
 
 def prompt_ids(codec: CharCodec | HfCodec, text: str) -> list[int]:
-    """BOS (when the vocabulary has one) + the prompt's ids."""
+    """The chat template's rendering when the tokenizer has one, else BOS (when the
+    vocabulary has one) + the prompt's ids."""
+    if getattr(codec, "chat", False):
+        return codec.chat_ids(text)
     head = [codec.bos_id] if codec.bos_id is not None else []
     return head + codec.encode(text)

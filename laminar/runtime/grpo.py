@@ -39,6 +39,12 @@ class Batch:
     old_logprobs: torch.Tensor  # [B, L-1], behaviour log-probs (NaN where unknown)
     advantages: torch.Tensor  # [B]
 
+    def to(self, device: str) -> Batch:
+        """The same batch on ``device``."""
+        if device == "cpu":
+            return self
+        return Batch(*(getattr(self, f).to(device) for f in self.__dataclass_fields__))
+
     @property
     def response_tokens(self) -> int:
         return int(self.loss_mask.sum().item())

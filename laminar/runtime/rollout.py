@@ -15,15 +15,15 @@ import asyncio
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-from laminar.config.runtime import RepeatTask
 from laminar.runtime.codec import make_codec, prompt_ids
 from laminar.runtime.engine import Engine
 from laminar.runtime.faults.watchdog import EngineWatchdog
 from laminar.runtime.profiling import EngineStepRecorder
 from laminar.runtime.records import PromptGroup, Traj
 from laminar.runtime.stream import PartialStreamer
-from laminar.runtime.task import EVAL_STREAM, RepeatTaskGen
+from laminar.runtime.task import EVAL_STREAM, make_task
 from laminar.runtime.weights import WeightSource
 
 
@@ -50,7 +50,7 @@ class RolloutWorker:
         replica_id: str,
         engine: Engine,
         *,
-        task: RepeatTask,
+        task: Any,
         seed: int,
         max_response_len: int,
         max_batch: int,
@@ -62,8 +62,10 @@ class RolloutWorker:
     ):
         self.replica_id = replica_id
         self.engine = engine
-        self.gen = RepeatTaskGen(task, seed=seed, max_answer_len=max_response_len - 1)
+        self.gen = make_task(task, seed=seed, max_answer_len=max_response_len - 1)
+        self.reward_timeout_s = getattr(task, "reward_timeout_s", None)
         self.codec = make_codec(model_type, model_dir)
+        self.stop_ids = frozenset(self.codec.stop_ids)
         self.max_response_len = max_response_len
         self.max_batch = max_batch
         self.samples_per_prompt = samples_per_prompt
@@ -118,8 +120,11 @@ class RolloutWorker:
     # -- weights --------------------------------------------------------------------------
 
     async def load_latest(self) -> int:
-        """Load the newest published version if newer and the replica is empty; return version."""
-        latest = self.weights.latest()
+        """Load the newest published version if newer and the replica is empty; return version.
+
+        Looking a version up reads a directory; it runs in a thread, so the event loop that
+        streams every trajectory's tokens never waits on the file system."""
+        latest = await asyncio.to_thread(self.weights.latest)
         if latest is None or latest[0] <= self.version or self.trajs or self.pins:
             return self.version
         version, path = latest
@@ -129,8 +134,8 @@ class RolloutWorker:
         self.version = version
         return version
 
-    def _newer_published(self) -> bool:
-        latest = self.weights.latest()
+    async def _newer_published(self) -> bool:
+        latest = await asyncio.to_thread(self.weights.latest)
         return latest is not None and latest[0] > self.version
 
     # -- generation -----------------------------------------------------------------------
@@ -165,15 +170,28 @@ class RolloutWorker:
         self.tasks.pop(t.traj_id, None)
         if reason == "abort":
             return  # the caller of abort owns it now
-        self._finish(t, "stop" if reason == "stop" else "length")
-
-    def _finish(self, t: Traj, reason: str) -> None:
-        t.finish_reason = reason
+        reason = "stop" if reason == "stop" else "length"
         t.gen_end_s = self.now_s()
-        eos = self.codec.eos_id
-        body = t.tokens[:-1] if reason == "stop" and t.tokens and t.tokens[-1] == eos else t.tokens
-        prompt = self.gen.prompt(t.prompt_id)
-        t.reward = self.gen.reward(prompt, self.codec.decode(body), finished=reason == "stop")
+        reward = await self._score(self.gen.prompt(t.prompt_id), t.tokens, reason)
+        self._finish(t, reason, reward)
+
+    async def _score(self, prompt: Any, tokens: list[int], reason: str) -> float:
+        """The task's reward of an answer (its stop token dropped). A verifier with a timeout
+        (``task.reward_timeout_s``) runs in a thread, off the event loop; past it, 0."""
+        stopped = reason == "stop" and tokens and tokens[-1] in self.stop_ids
+        body = tokens[:-1] if stopped else tokens
+        text = self.codec.decode(body)
+        if self.reward_timeout_s is None:  # the repeat task's rule: a string comparison
+            return self.gen.reward(prompt, text, finished=reason == "stop")
+        call = asyncio.to_thread(self.gen.reward, prompt, text, finished=reason == "stop")
+        try:
+            return await asyncio.wait_for(call, self.reward_timeout_s)
+        except TimeoutError:
+            return 0.0
+
+    def _finish(self, t: Traj, reason: str, reward: float) -> None:
+        t.finish_reason = reason
+        t.reward = reward
         del self.trajs[t.traj_id]
         self.streamer.finished(t)
 
@@ -200,7 +218,7 @@ class RolloutWorker:
 
     async def _laminar_loop(self, poll_s: float) -> None:
         while not self.stopping and self.watchdog.error is None:  # a dead engine admits nothing
-            if self._newer_published():
+            if await self._newer_published():
                 await self.load_latest()  # no-op while trajectories remain (drain, §2.4)
             elif self.version >= 0:
                 k = (self.max_batch - len(self.trajs)) // self.samples_per_prompt
@@ -224,8 +242,7 @@ class RolloutWorker:
             ):
                 tokens.extend(d.token_ids)
                 reason = d.finish_reason
-            body = tokens[:-1] if reason == "stop" else tokens
-            return self.gen.reward(p, self.codec.decode(body), finished=reason == "stop")
+            return await self._score(p, tokens, "stop" if reason == "stop" else "length")
 
         jobs = [one(pid, k) for pid in prompt_ids_list for k in range(samples)]
         return list(await asyncio.gather(*jobs))

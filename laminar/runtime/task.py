@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -53,6 +54,10 @@ class RepeatTaskGen:
         letter = LETTERS[int(rng.integers(len(LETTERS)))]
         return Prompt(prompt_id, f"{n}*{letter}=", letter * n)
 
+    def target(self, prompt: Prompt) -> str:
+        """What the warm-up teaches: the exact answer."""
+        return prompt.answer
+
     def reward(self, prompt: Prompt, response: str, *, finished: bool) -> float:
         """1 for the exact answer, partial credit for the right letter, else 0 (module doc)."""
         if not finished or not response:
@@ -63,3 +68,12 @@ class RepeatTaskGen:
         if response != letter * len(response):
             return 0.0
         return 0.5 * max(0.0, 1.0 - abs(len(response) - n) / n)
+
+
+def make_task(cfg: Any, *, seed: int, max_answer_len: int) -> Any:
+    """The prompt generator and reward of ``runtime.task`` (``repeat`` or ``jsonl``)."""
+    if cfg.type == "jsonl":
+        from laminar.runtime.jsonl_task import JsonlTaskGen
+
+        return JsonlTaskGen(cfg, seed=seed, max_answer_len=max_answer_len)
+    return RepeatTaskGen(cfg, seed=seed, max_answer_len=max_answer_len)

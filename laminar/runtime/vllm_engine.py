@@ -47,6 +47,10 @@ class VllmEngine:
             seed=s.seed,
             disable_log_stats=True,  # our stat logger below still receives scheduler stats
             gpu_memory_utilization=s.gpu_memory_fraction,
+            tensor_parallel_size=s.tensor_parallel_size,
+            # the actor holds the replica's devices (CUDA_VISIBLE_DEVICES): vLLM's own worker
+            # processes use them, rather than Ray actors of the actor's placement group
+            distributed_executor_backend="mp" if s.tensor_parallel_size > 1 else None,
         )
         self._llm = AsyncLLM.from_engine_args(args, stat_loggers=[self._stat_logger_factory()])
         cache = self._llm.vllm_config.cache_config
@@ -54,7 +58,7 @@ class VllmEngine:
         self._params = SamplingParams(
             temperature=s.temperature,
             logprobs=0,  # the sampled token's log-probability: the behaviour policy for GRPO
-            stop_token_ids=[s.eos_token_id],
+            stop_token_ids=list(s.stop_token_ids or (s.eos_token_id,)),
             detokenize=False,
             output_kind=RequestOutputKind.DELTA,
             stream_interval=s.stream_interval,  # an abort still delivers the buffered tokens

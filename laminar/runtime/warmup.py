@@ -19,7 +19,7 @@ from typing import Any
 from laminar.config import LaminarConfig
 from laminar.runtime.grpo import build_batch, sft_loss
 from laminar.runtime.records import Traj
-from laminar.runtime.task import WARMUP_STREAM, RepeatTaskGen
+from laminar.runtime.task import WARMUP_STREAM, make_task
 
 
 def warmup_key(cfg: LaminarConfig) -> str:
@@ -28,11 +28,19 @@ def warmup_key(cfg: LaminarConfig) -> str:
     data = {
         "model": rt.model.model_dump(),
         "task": rt.task.model_dump(),
+        "task_file": _file_digest(getattr(rt.task, "path", None)),
         "warmup": rt.warmup.model_dump(exclude={"cache_dir"}),
         "seed": cfg.seed,
         "max_response_len": cfg.workload.max_response_len,
     }
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _file_digest(path: str | None) -> str | None:
+    """SHA-256 of a task file (its rows shape the warm-up as much as its name)."""
+    if path is None:
+        return None
+    return hashlib.sha256(Path(path).expanduser().read_bytes()).hexdigest()
 
 
 def sft(model: Any, codec: Any, cfg: LaminarConfig) -> float:
@@ -42,7 +50,7 @@ def sft(model: Any, codec: Any, cfg: LaminarConfig) -> float:
     from laminar.runtime.codec import prompt_ids
 
     w = cfg.runtime.warmup
-    gen = RepeatTaskGen(
+    gen = make_task(
         cfg.runtime.task, seed=cfg.seed, max_answer_len=cfg.workload.max_response_len - 1
     )
     opt = torch.optim.AdamW(model.parameters(), lr=w.lr, weight_decay=0.0)
@@ -53,7 +61,7 @@ def sft(model: Any, codec: Any, cfg: LaminarConfig) -> float:
         for i in range(w.batch):
             p = gen.prompt(step * w.batch + i, stream=WARMUP_STREAM)
             ids = tuple(prompt_ids(codec, p.text))
-            answer = [*codec.encode(p.answer), codec.eos_id]
+            answer = [*codec.encode(gen.target(p)), codec.eos_id]
             trajs.append(Traj("w", p.prompt_id, 0, ids, -1, len(answer), tokens=answer))
         batch = build_batch(trajs, [0.0] * len(trajs), codec.pad_id)
         for g in opt.param_groups:  # linear warm-up of the learning rate over 10% of steps
@@ -71,19 +79,27 @@ def warm_model(model: Any, codec: Any, cfg: LaminarConfig) -> dict:
     """Warm ``model`` up in place, from the cache when it holds this configuration."""
     from safetensors.torch import load_file, save_file
 
+    from laminar.runtime.train.export import tied_names
+
     if cfg.runtime.warmup.steps == 0:
         return {"warmup_s": 0.0, "warmup_cached": False, "warmup_loss": float("nan")}
     path = Path(cfg.runtime.warmup.cache_dir).expanduser() / f"{warmup_key(cfg)}.safetensors"
     t = time.perf_counter()
+    tied = tied_names(model)  # aliases of another tensor: safetensors stores each once
     if path.exists():
-        model.load_state_dict(load_file(str(path)))
+        missing, unexpected = model.load_state_dict(load_file(str(path)), strict=False)
+        if set(missing) - tied or unexpected:
+            raise RuntimeError(
+                f"warm-up cache {path} does not fit the model: {missing}, {unexpected}"
+            )
         return {"warmup_s": time.perf_counter() - t, "warmup_cached": True, "warmup_loss": None}
     loss = sft(model, codec, cfg)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     os.close(fd)
     try:
-        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, tmp)
+        state = {k: v.contiguous() for k, v in model.state_dict().items() if k not in tied}
+        save_file(state, tmp)
         os.replace(tmp, path)
     finally:
         Path(tmp).unlink(missing_ok=True)

@@ -6,9 +6,14 @@ Contract (the relay tier of paper §4 implements the same two protocols):
   ``model.safetensors``, exactly what vLLM's ``worker.reload_weights(weights_path=...)`` loads;
 - the trainer calls :meth:`WeightPublisher.publish` with ``safetensors.torch.save(state_dict)``
   bytes; it returns once the trainer's copy is done, so its duration is the actor stall;
+- a sharded trainer streams instead (:class:`StreamPublisher`): ``begin`` lends a file of the
+  version's size on this machine, every rank writes its rows into it at their offsets
+  (``laminar.runtime.train.export``), ``commit`` publishes it — no process holds the whole blob;
 - a rollout calls :meth:`WeightSource.latest` for the newest *complete* version and its
   directory. A version is written into a hidden temporary directory and renamed into place, so a
-  reader never sees half a version; a manifest carries its SHA-256 so a reader can check it.
+  reader never sees half a version. Checksums are checked once, where bytes crossed a link (the
+  relay's commit); a reader only compares the file's size with its manifest (one ``stat``), so
+  a version change costs a rollout microseconds, not a hash of the whole model.
 
 :class:`ShmWeightStore` is the default until the relay tier lands: one directory per run under
 ``/dev/shm`` that the trainer writes and every rollout on the same machine reads. It is both a
@@ -38,6 +43,17 @@ class WeightPublisher(Protocol):
 
     def publish(self, version: int, blob: bytes) -> None:
         """Store ``blob`` (``safetensors.torch.save`` bytes) as ``version``."""
+
+
+@runtime_checkable
+class StreamPublisher(Protocol):
+    """A publisher the ranks of a sharded trainer write into directly (no whole-model blob)."""
+
+    def begin(self, version: int, nbytes: int) -> str:
+        """A file of ``nbytes`` on this machine for ``version``; ranks map it and fill it."""
+
+    def commit(self, version: int, path: str) -> None:
+        """Publish the filled file as ``version``; return when the trainer may go on."""
 
 
 @runtime_checkable
@@ -91,6 +107,17 @@ def list_versions(parent: Path) -> list[tuple[int, Path]]:
     return sorted(out)
 
 
+def complete_version_dir(path: str | Path) -> bool:
+    """True when the directory's weights have the size its manifest says (a ``stat``, no read):
+    what a reader checks — a committed version was verified once, where it was committed."""
+    p = Path(path)
+    try:
+        manifest = json.loads((p / MANIFEST_NAME).read_text())
+        return (p / WEIGHTS_NAME).stat().st_size == manifest.get("nbytes")
+    except (OSError, ValueError):
+        return False
+
+
 def verify_version_dir(path: str | Path) -> bool:
     """True when the directory's weights match the checksum in its manifest."""
     p = Path(path)
@@ -106,10 +133,11 @@ class ShmWeightStore:
     """A run's weight versions in one shared-memory directory (single machine).
 
     ``keep`` versions are kept: a rollout that read ``latest()`` just before a newer version
-    arrived can still load the one it was told about.
+    arrived can still load the one it was told about. ``verify``: readers also hash each
+    version once (tests and tools; the runtime's rollouts never do, see the module doc).
     """
 
-    def __init__(self, root: str | Path, config_json: str, *, keep: int = 3, verify: bool = True):
+    def __init__(self, root: str | Path, config_json: str, *, keep: int = 3, verify: bool = False):
         if keep < 1:
             raise ValueError("keep must be >= 1")
         self.root = Path(root)
@@ -122,15 +150,42 @@ class ShmWeightStore:
     def publish(self, version: int, blob: bytes) -> None:
         """Write ``version`` (atomically) and drop versions older than the newest ``keep``."""
         write_version_dir(self.root, version, blob, self.config_json)
+        self._gc()
+
+    def begin(self, version: int, nbytes: int) -> str:
+        """A hidden staging directory with a ``nbytes`` weights file for the ranks to fill."""
+        if version < 0 or nbytes <= 0:
+            raise ValueError(f"bad version {version} or size {nbytes}")
+        tmp = Path(tempfile.mkdtemp(prefix=f".v{version}-", dir=self.root))
+        with open(tmp / WEIGHTS_NAME, "wb") as f:
+            f.truncate(nbytes)
+        return str(tmp / WEIGHTS_NAME)
+
+    def commit(self, version: int, path: str) -> None:
+        """Rename the filled staging directory into place as ``version`` (size in the manifest;
+        the bytes never left this machine's memory, so there is nothing to verify)."""
+        tmp = Path(path).parent
+        try:
+            nbytes = Path(path).stat().st_size
+            (tmp / CONFIG_NAME).write_text(self.config_json)
+            (tmp / MANIFEST_NAME).write_text(json.dumps({"version": version, "nbytes": nbytes}))
+            os.rename(tmp, self.root / f"v{version:010d}")
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        self._gc()
+
+    def _gc(self) -> None:
         for _, old in list_versions(self.root)[: -self.keep]:
             shutil.rmtree(old, ignore_errors=True)
 
     def latest(self) -> tuple[int, str] | None:
-        """The newest complete version whose checksum matches (when ``verify``)."""
+        """The newest complete version (its size checked; hashed too when ``verify``)."""
         for version, path in reversed(list_versions(self.root)):
             key = str(path)
             if key not in self._checked:
-                self._checked[key] = not self.verify or verify_version_dir(path)
+                ok = complete_version_dir(path)
+                self._checked[key] = ok and (not self.verify or verify_version_dir(path))
             if self._checked[key]:
                 return version, key
         return None

@@ -39,6 +39,7 @@ from laminar.sim.local import (
     runtime_config,
     runtime_workload,
 )
+from laminar.sim.registry import resolve_systems
 from laminar.sim.results import (
     SUMMARY_COLUMNS,
     replicas_frame,
@@ -47,7 +48,6 @@ from laminar.sim.results import (
     trajectories_frame,
 )
 from laminar.sim.steady import warmup_steps
-from laminar.sim.systems import resolve_systems
 from laminar.specs.memory import require_fit
 
 

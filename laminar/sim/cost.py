@@ -195,12 +195,17 @@ class CostModel:
 def load_cost_file(path: str | Path) -> CostModel:
     """Read a cost model from JSON; errors name the file and the coefficient."""
     p = Path(path)
+    if "\x00" in str(p):
+        raise ConfigError(repr(str(p)), "", "a path cannot hold a NUL character")
     try:
         data = json.loads(p.read_text())
     except OSError as e:
         raise ConfigError(str(p), "", f"cannot read cost file: {e.strerror}") from None
     except json.JSONDecodeError as e:
         raise ConfigError(str(p), "", f"not valid JSON: {e}") from None
+    except (UnicodeDecodeError, RecursionError):
+        detail = "not a JSON text file (undecodable, or nested too deeply)"
+        raise ConfigError(str(p), "", detail) from None
     table = data.get("coefficients") if isinstance(data, dict) else None
     if not isinstance(table, dict):
         raise ConfigError(str(p), "coefficients", "expected a mapping of name -> {value, unit}")

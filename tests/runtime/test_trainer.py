@@ -1,18 +1,22 @@
-"""The trainer outside Ray: warm-up publishes version 0, checkpoints restore exactly, a restarted
-trainer keeps versions increasing, the final model is a loadable Hugging Face directory."""
+"""Trainer ranks outside Ray: warm-up exported as version 0 through the streamed path; a DCP
+checkpoint taken on 1 rank restores exactly on 2 (resharded), atomically, in its root."""
 
 from __future__ import annotations
 
+import os
+
+import numpy as np
 import pytest
-import torch
 
 from laminar.config import load_config
-from laminar.runtime.trainer import Trainer
-from laminar.runtime.weights import ShmWeightStore
+from laminar.runtime.weights import ShmWeightStore, list_versions
+from tests.train.dist import run_ranks
+
+pytestmark = pytest.mark.slow  # spawns torch.distributed processes (~20 s)
 
 
-def _trainer(tmp_path, name):
-    cfg = load_config(
+def _cfg(tmp_path):
+    return load_config(
         preset="tiny-cpu",
         overrides=[
             "runtime.warmup.steps=2",
@@ -20,32 +24,61 @@ def _trainer(tmp_path, name):
             f"runtime.warmup.cache_dir={tmp_path / 'cache'}",
             "runtime.trainer_cpus=''",
         ],
-    )
-    t = Trainer(cfg.model_dump(mode="json"), str(tmp_path / name), buffer=None)
-    return t, t.setup()
+    ).model_dump(mode="json")
 
 
-@pytest.mark.slow  # ~5 s, transformers' import
-def test_checkpoint_resume_and_final_model(tmp_path):
-    t, info = _trainer(tmp_path, "a")
-    store = ShmWeightStore(tmp_path / "w", info["config_json"])
-    t.warmup(store)
-    assert store.latest()[0] == 0
+def _full(model):
+    return {
+        k: (v.full_tensor() if hasattr(v, "full_tensor") else v).detach().clone()
+        for k, v in model.state_dict().items()
+    }
+
+
+def _save(rank, world, init, cfg, work, store_root, ckpt_root):
+    import torch
+
+    from laminar.runtime.train.ranks import TrainerRank
+
+    r = TrainerRank(cfg, work, rank, world)
+    r.join(init)
+    info = r.build()
+    r.prepare()
+    store = ShmWeightStore(store_root, info["config_json"])
+    path = r.begin_export(0, store)
+    r.export(path)
+    r.commit_export(0, path)
     with torch.no_grad():
-        for p in t.model.parameters():
+        for p in r.model.parameters():
             p.add_(0.01)
-    t.version = 3
-    ckpt = t.save_checkpoint(str(tmp_path / "ckpt.pt"))
-    t.version = 5  # the first trainer published further before it died
-    t.publish()
-    again, _ = _trainer(tmp_path, "b")
-    assert again.resume(store, ckpt) == 5  # versions never go back
-    for a, b in zip(t.model.state_dict().values(), again.model.state_dict().values(), strict=True):
-        assert torch.equal(a, b)
-    out = t.save_model(str(tmp_path / "model"))
-    from transformers import AutoTokenizer, LlamaForCausalLM
+    r.save_checkpoint(ckpt_root, 3)
+    return _full(r.model)
 
-    loaded = LlamaForCausalLM.from_pretrained(out)
-    assert torch.equal(loaded.lm_head.weight, t.model.lm_head.weight)
-    tok = AutoTokenizer.from_pretrained(out)
-    assert tok.decode(tok("17*k=kk").input_ids) == "17*k=kk"  # char vocabulary, exact
+
+def _load(rank, world, init, cfg, work, ckpt_root):
+    from laminar.runtime.train.ranks import TrainerRank
+
+    r = TrainerRank(cfg, work, rank, world)
+    r.join(init)
+    r.build()
+    r.prepare()
+    version = r.load_checkpoint(ckpt_root)
+    return version, _full(r.model)
+
+
+def test_export_and_checkpoint_restore_on_more_ranks(tmp_path):
+    cfg = _cfg(tmp_path)
+    store_root, ckpt = tmp_path / "w", tmp_path / "ckpt"
+    (saved,) = run_ranks(1, _save, cfg, str(tmp_path / "a"), str(store_root), str(ckpt))
+    versions = list_versions(store_root)
+    assert [v for v, _ in versions] == [0]
+    assert sorted(os.listdir(versions[0][1])) == [
+        "config.json",
+        "laminar-version.json",
+        "model.safetensors",
+    ]
+    assert sorted(os.listdir(ckpt)) == ["v0000000003"]  # no hidden half-checkpoint left
+    parts = run_ranks(2, _load, cfg, str(tmp_path / "b"), str(ckpt))
+    for version, restored in parts:
+        assert version == 3
+        for k, v in saved.items():
+            np.testing.assert_array_equal(restored[k], v)

@@ -13,6 +13,8 @@ They implement the contract of :mod:`laminar.runtime.weights` (paper §4.2):
 
 from __future__ import annotations
 
+import os
+import tempfile
 import threading
 import time
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
@@ -27,8 +29,13 @@ from laminar.runtime.relay.manager import RelayManager
 from laminar.runtime.relay.node import RelayInfo
 from laminar.runtime.relay.store import Mapped, map_file
 from laminar.runtime.relay.stream import ChainSender, Layout, LocalSource, layout_for, new_result
-from laminar.runtime.relay.transport import make_transport
-from laminar.runtime.weights import CONFIG_NAME, list_versions, verify_version_dir
+from laminar.runtime.relay.transports import make_transport
+from laminar.runtime.weights import (
+    CONFIG_NAME,
+    complete_version_dir,
+    list_versions,
+    verify_version_dir,
+)
 
 VERSIONS_TRACKED = 32  # recent versions whose broadcast `wait` can still report
 
@@ -80,6 +87,7 @@ class RelayPublisher:
         self._last: tuple[int, bytes, int] | None = None
         self._handed: dict[int, str] = {}  # version -> master relay it was handed to
         self._streams: dict[int, Future] = {}  # version -> background stream from the trainer
+        self._filling: dict[int, tuple[RelayInfo | None, Mapped | None]] = {}  # begun versions
         self.stalls_s: list[float] = []
         self.master_changes: list[dict] = []
 
@@ -104,6 +112,42 @@ class RelayPublisher:
                         break  # the master change already re-sent this version
                     if self.manager.master().id == master.id:
                         raise RelayError("no relay alive to take the weights") from None
+        self.stalls_s.append(time.monotonic() - t0)
+
+    def begin(self, version: int, nbytes: int) -> str:
+        """Streamed export (``StreamPublisher``): the master's inbox, mapped here, for the
+        trainer's ranks on this machine to fill; a local scratch file when the master is away."""
+        with self._lock:
+            master = self.manager.master()
+            if master.machine == self.machine:
+                path, mapped = self._take_slot(master, nbytes)
+                self._filling[version] = (master, mapped)
+                return path
+        fd, path = tempfile.mkstemp(prefix=f".stream-v{version}-", dir=_scratch_dir())
+        os.ftruncate(fd, nbytes)
+        os.close(fd)
+        self._filling[version] = (None, None)
+        return path
+
+    def commit(self, version: int, path: str) -> None:
+        """Hand the filled file over: the master verifies it once, commits and broadcasts it.
+        A streamed version is not kept for a re-send after a master change (that would be the
+        whole-model copy streaming avoids): the next version reaches the new master."""
+        t0 = time.monotonic()
+        master, mapped = self._filling.pop(version)
+        with self._lock:
+            self._last = None
+            nbytes = os.path.getsize(path)
+            if mapped is not None:
+                try:
+                    self._announce(master, version, path, mapped, self.chunk_bytes(nbytes), t0)
+                except ControlError:
+                    self.manager.report_dead({master.id}, "unreachable at publish")
+                    raise RelayError(f"master relay {master.id} lost during publish") from None
+            else:
+                blob = Path(path).read_bytes()
+                os.unlink(path)
+                self._stream(self.manager.master(), version, blob, self.chunk_bytes(nbytes), t0)
         self.stalls_s.append(time.monotonic() - t0)
 
     def chunk_bytes(self, nbytes: int) -> int:
@@ -173,6 +217,19 @@ class RelayPublisher:
     ) -> None:
         path, mapped = self._take_slot(master, len(blob))
         np.copyto(np.frombuffer(mapped.mm, np.uint8, len(blob)), np.frombuffer(blob, np.uint8))
+        self._announce(master, version, path, mapped, chunk_bytes, t0)
+
+    def _announce(
+        self,
+        master: RelayInfo,
+        version: int,
+        path: str,
+        mapped: Mapped,
+        chunk_bytes: int,
+        t0: float,
+    ) -> None:
+        """Tell the master its inbox at ``path`` holds ``version``: it verifies and broadcasts."""
+        nbytes = mapped.nbytes
         chain = [r.peer.to_json() for r in self.manager.chain_infos()]
         lock, client = self._client(master, "broadcast")
         lock.acquire()  # released by the thread that reads the acknowledgement
@@ -182,7 +239,7 @@ class RelayPublisher:
                     "op": "broadcast",
                     "version": version,
                     "path": path,
-                    "nbytes": len(blob),
+                    "nbytes": nbytes,
                     "chunk_bytes": chunk_bytes,
                     "chain": chain,
                     "files": {CONFIG_NAME: self.config_json},
@@ -196,7 +253,7 @@ class RelayPublisher:
         for old in sorted(self._handed)[:-VERSIONS_TRACKED]:
             self._handed.pop(old)
         # a thread already running: starting one can take 0.1 s+ on a loaded machine
-        self._acks.submit(self._read_ack, master, len(blob), mapped, lock, client)
+        self._acks.submit(self._read_ack, master, nbytes, mapped, lock, client)
 
     def _read_ack(self, master, nbytes, used: Mapped, lock, client) -> None:
         """Off the trainer's path (its stall ends with the copy and one socket write): read the
@@ -304,11 +361,16 @@ class RelayPublisher:
             return client.request(obj, timeout_s=timeout_s)
 
 
+def _scratch_dir() -> str:
+    return "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+
+
 class RelaySource:
     """The rollout's side: the newest version the relay on this machine holds (a
-    ``WeightSource``). ``verify`` checks each version's SHA-256 once before handing it out."""
+    ``WeightSource``). The relay verified each version (CRC-32 and SHA-256) when it committed it,
+    so a reader only checks the file size (``verify`` hashes it once more: tests, tools)."""
 
-    def __init__(self, root: str, *, verify: bool = True):
+    def __init__(self, root: str, *, verify: bool = False):
         self.root = root
         self.verify = verify
         self._checked: dict[str, bool] = {}
@@ -317,7 +379,8 @@ class RelaySource:
         for version, path in reversed(list_versions(Path(self.root))):
             key = str(path)
             if key not in self._checked:
-                self._checked[key] = not self.verify or verify_version_dir(path)
+                ok = complete_version_dir(path)
+                self._checked[key] = ok and (not self.verify or verify_version_dir(path))
             if self._checked[key]:
                 return version, key
         return None

@@ -1,0 +1,206 @@
+"""Node-local paths: every path an actor uses is derived on its own machine, never on the driver's.
+
+A run owns two directories *on every machine it touches*: ``<shm root>/laminar-<run id>``
+(base model, weight versions, relay stores) and ``<scratch root>/laminar-<run id>`` (vLLM's
+sockets and caches, ``TMPDIR``). The roots are the machine's own:
+
+- ``LAMINAR_SHM_ROOT`` if set in the machine's environment, else ``/dev/shm`` (the temp dir
+  where there is no ``/dev/shm``);
+- ``LAMINAR_SCRATCH_ROOT`` if set, else the machine's temp dir.
+
+On a real cluster nobody sets them (or ``ray start`` is run with them to move scratch to a
+local disk); on emulated machines (:mod:`laminar.runtime.emulate`) each Ray node's raylet gets
+its own pair, which every worker it starts inherits, so "machines" on one host do not share
+files by accident. The driver therefore hands actors a :class:`NodePath` (run id + which root +
+a relative part), and the actor resolves it where it runs. :func:`enter_run` points this
+process's scratch variables (``TMPDIR``, vLLM's socket and cache dirs) at the node's run dirs.
+
+Cleaning up is node-side too: :func:`reap_on_node` kills a dead engine's processes and unlinks
+its shared memory from a task on that engine's machine, and :func:`remove_run_everywhere` removes
+a run's directories on every alive machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+SHM_ROOT_ENV = "LAMINAR_SHM_ROOT"
+SCRATCH_ROOT_ENV = "LAMINAR_SCRATCH_ROOT"
+Root = Literal["shm", "scratch"]
+
+
+def shm_root() -> Path:
+    """This machine's shared-memory root (module docstring)."""
+    if os.environ.get(SHM_ROOT_ENV):
+        return Path(os.environ[SHM_ROOT_ENV])
+    return Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
+
+
+def scratch_root() -> Path:
+    """This machine's scratch root (module docstring)."""
+    if os.environ.get(SCRATCH_ROOT_ENV):
+        return Path(os.environ[SCRATCH_ROOT_ENV])
+    return Path(tempfile.gettempdir())
+
+
+def run_dir(run_id: str, root: Root) -> Path:
+    """``<root>/laminar-<run_id>`` on this machine."""
+    base = shm_root() if root == "shm" else scratch_root()
+    return base / f"laminar-{run_id}"
+
+
+@dataclass(frozen=True)
+class NodePath:
+    """A path inside a run's directory on *whichever machine resolves it*.
+
+    It deliberately has no ``__fspath__``: handing one to code that expects a path fails loudly
+    instead of silently meaning the driver's machine.
+    """
+
+    run_id: str
+    root: Root
+    rel: str = ""
+
+    def __truediv__(self, part: str) -> NodePath:
+        return NodePath(self.run_id, self.root, f"{self.rel}/{part}".strip("/"))
+
+    def resolve(self) -> Path:
+        """The path on this process's machine."""
+        base = run_dir(self.run_id, self.root)
+        return base / self.rel if self.rel else base
+
+
+def local_path(path: str | Path | NodePath) -> Path:
+    """A :class:`NodePath` resolved here; a plain path (a user's, e.g. a model dir) as is."""
+    return path.resolve() if isinstance(path, NodePath) else Path(path)
+
+
+def scratch_env(run_id: str) -> dict[str, str]:
+    """Scratch variables of a process of run ``run_id`` on this machine (vLLM, torch, tempfile)."""
+    tmp = run_dir(run_id, "scratch")
+    return {
+        "TMPDIR": str(tmp / "tmp"),  # vLLM's sockets, /tmp/vllm_dist_*, torch caches
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"),
+        "VLLM_RPC_BASE_PATH": str(tmp / "vllm-rpc"),
+        "VLLM_CACHE_ROOT": str(tmp / "vllm-cache"),
+    }
+
+
+def enter_run(run_id: str) -> dict[str, str]:
+    """Create this machine's run dirs and point this process's scratch variables into them.
+
+    Call it first thing in an actor, before vLLM or torch are imported: the processes the actor
+    starts (vLLM's EngineCore and workers) inherit the variables. Returns the variables set.
+    """
+    env = scratch_env(run_id)
+    run_dir(run_id, "shm").mkdir(parents=True, exist_ok=True)
+    for key in ("TMPDIR", "VLLM_RPC_BASE_PATH", "VLLM_CACHE_ROOT"):
+        Path(env[key]).mkdir(parents=True, exist_ok=True)
+    os.environ.update(env)
+    tempfile.tempdir = None  # tempfile caches its directory: make it read TMPDIR again
+    return env
+
+
+def remove_run_here(run_id: str) -> list[str]:
+    """Remove run ``run_id``'s directories on this machine; returns what existed."""
+    removed = []
+    for root in ("shm", "scratch"):
+        d = run_dir(run_id, root)  # type: ignore[arg-type]
+        if d.exists():
+            removed.append(str(d))
+            shutil.rmtree(d, ignore_errors=True)
+    return removed
+
+
+def current_node() -> str:
+    """This process's Ray node id ('' outside Ray)."""
+    import ray
+
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
+
+
+def alive_nodes() -> list[str]:
+    """Ids of the Ray nodes alive now, sorted."""
+    import ray
+
+    return sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
+
+
+def on_node(node_id: str, fn: Any, *args: Any, timeout_s: float = 60.0) -> Any:
+    """Run ``fn(*args)`` in a task on machine ``node_id`` and return its result."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    task = ray.remote(fn).options(
+        num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
+    )
+    return ray.get(task.remote(*args), timeout=timeout_s)
+
+
+def remove_run_everywhere(run_id: str, timeout_s: float = 60.0) -> dict[str, list[str]]:
+    """Remove run ``run_id``'s directories on every alive machine (a task on each)."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    nodes = alive_nodes()
+    task = ray.remote(remove_run_here)
+    refs = [
+        task.options(
+            num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)
+        ).remote(run_id)
+        for n in nodes
+    ]
+    out: dict[str, list[str]] = {}
+    for node, ref in zip(nodes, refs, strict=True):
+        with contextlib.suppress(Exception):  # a machine that died meanwhile: nothing to clean
+            out[node] = ray.get(ref, timeout=timeout_s)
+    return out
+
+
+def reap_here(footprint: dict) -> int:
+    """Kill the processes a dead engine left on *this* machine (only the very ones it started:
+    pid and start time must match) and unlink the shared-memory files they mapped, which no
+    one else unlinks now. Returns the number of processes killed."""
+    import psutil
+
+    killed = 0
+    for pid, created in footprint.get("pids", []):
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            if proc.create_time() == created:
+                proc.kill()
+                killed += 1
+    for path in footprint.get("shm", []):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    return killed
+
+
+def reap_on_node(footprint: dict, timeout_s: float = 60.0) -> int:
+    """:func:`reap_here` on the machine the footprint was taken on (``footprint["node_id"]``).
+
+    A footprint without a node is reaped here (a single-machine run); a machine that is gone
+    took its processes and memory with it, so there is nothing left to reap."""
+    node = footprint.get("node_id", "")
+    if not node:
+        return reap_here(footprint)
+    if node not in alive_nodes():
+        return 0
+    return on_node(node, reap_here, footprint, timeout_s=timeout_s)
+
+
+def resolve_on(node_id: str, path: NodePath, timeout_s: float = 60.0) -> Path:
+    """Create ``path`` on machine ``node_id`` and return it as that machine names it."""
+    return Path(on_node(node_id, _make_here, path, timeout_s=timeout_s))
+
+
+def _make_here(path: NodePath) -> str:
+    p = path.resolve()
+    p.mkdir(parents=True, exist_ok=True)
+    return str(p)

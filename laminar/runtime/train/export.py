@@ -1,0 +1,160 @@
+"""Weight export without gathering the model: each rank writes its own rows into one
+safetensors file, at the byte offsets that file will have (paper §4: the trainer's stall).
+
+The result is byte-identical to ``safetensors.torch.save(full_state_dict, metadata={"format":
+"pt"})`` as Hugging Face's ``save_pretrained`` writes it: tied weights (``lm_head`` when the
+embeddings are tied) are left out, tensors are ordered as safetensors orders them, the header
+is padded to 8 bytes with spaces. FSDP2 shards each tensor on dim 0, so a rank's rows are one
+contiguous byte range of the file: every rank copies its shards straight into a shared mapping
+(no rank ever holds the whole model, nothing is hashed here — the weight path checks the file
+once, when it commits the version).
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+# torch dtype name -> safetensors dtype tag (the ones a causal LM's state dict holds)
+DTYPE_TAGS = {
+    "float64": "F64",
+    "float32": "F32",
+    "float16": "F16",
+    "bfloat16": "BF16",
+    "int64": "I64",
+    "int32": "I32",
+    "int16": "I16",
+    "int8": "I8",
+    "uint8": "U8",
+    "bool": "BOOL",
+    "float8_e4m3fn": "F8_E4M3",
+    "float8_e5m2": "F8_E5M2",
+}
+METADATA = {"format": "pt"}  # what save_pretrained writes
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One tensor of the file: name, torch dtype name, full shape, element size in bytes."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    itemsize: int
+
+    @property
+    def nbytes(self) -> int:
+        n = self.itemsize
+        for d in self.shape:
+            n *= d
+        return n
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where every tensor lives in the file: ``offsets[name]`` is the absolute byte offset."""
+
+    header: bytes  # the 8-byte length + JSON header, padded
+    offsets: dict[str, int]
+    nbytes: int  # the whole file
+
+
+def _order(entries: list[Entry]) -> list[str]:
+    """safetensors' own tensor order (by dtype, then name), asked of the library with one-element
+    stand-ins, so the layout follows whatever the installed version does."""
+    import torch
+    from safetensors.torch import save
+
+    probe = {e.name: torch.zeros(1, dtype=getattr(torch, e.dtype)) for e in entries}
+    blob = save(probe, metadata=METADATA)
+    (n,) = struct.unpack("<Q", blob[:8])
+    return [k for k in json.loads(blob[8 : 8 + n]) if k != "__metadata__"]
+
+
+def plan_layout(entries: list[Entry]) -> Layout:
+    """The header and every tensor's offset of the file holding ``entries``."""
+    by_name = {e.name: e for e in entries}
+    if len(by_name) != len(entries):
+        raise ValueError("duplicate tensor names")
+    header: dict[str, Any] = {"__metadata__": METADATA}
+    start, rel = 0, {}
+    for name in _order(entries):
+        e = by_name[name]
+        tag = DTYPE_TAGS.get(e.dtype)
+        if tag is None:
+            raise ValueError(f"{name}: dtype {e.dtype} has no safetensors tag here")
+        span = [start, start + e.nbytes]
+        header[name] = {"dtype": tag, "shape": list(e.shape), "data_offsets": span}
+        rel[name] = start
+        start += e.nbytes
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    head = struct.pack("<Q", len(text)) + text
+    return Layout(head, {k: len(head) + v for k, v in rel.items()}, len(head) + start)
+
+
+def tied_names(model: Any) -> set[str]:
+    """State-dict keys Hugging Face leaves out when saving (they alias another tensor)."""
+    if not getattr(model.config, "tie_word_embeddings", False):
+        return set()
+    tied = getattr(model, "_tied_weights_keys", None) or {}
+    return set(tied) if isinstance(tied, (dict, list, tuple, set)) else set()
+
+
+def export_entries(model: Any, dtype: str | None = None) -> list[Entry]:
+    """The tensors of the exported file (full shapes; cast to ``dtype`` when given)."""
+    import torch
+
+    skip = tied_names(model)
+    out = []
+    for name, t in model.state_dict().items():
+        if name in skip:
+            continue
+        dt = getattr(torch, dtype) if dtype else t.dtype
+        itemsize = torch.empty((), dtype=dt).element_size()
+        out.append(Entry(name, str(dt).removeprefix("torch."), tuple(t.shape), itemsize))
+    return out
+
+
+def write_shards(model: Any, layout: Layout, path: str, *, dtype: str | None, lead: bool) -> int:
+    """Copy this rank's rows of every tensor into the file at ``path`` (already ``layout.nbytes``
+    long); ``lead`` also writes the header and the tensors no rank shards. Returns bytes written.
+    Tensors go one at a time through a host copy of one shard, never the whole model."""
+    import numpy as np
+    import torch
+
+    from laminar.runtime.train.fsdp import local_rows
+
+    fd = os.open(path, os.O_RDWR)
+    try:
+        mm = mmap.mmap(fd, layout.nbytes, flags=mmap.MAP_SHARED)
+    finally:
+        os.close(fd)
+    written = 0
+    try:
+        buf = np.frombuffer(mm, dtype=np.uint8)
+        if lead:
+            buf[: len(layout.header)] = np.frombuffer(layout.header, np.uint8)
+            written += len(layout.header)
+        for name, t in model.state_dict().items():
+            if name not in layout.offsets:
+                continue
+            rows, first = local_rows(t)
+            if rows is t and not lead:
+                continue  # not sharded: the lead writes it
+            rows = rows.detach()
+            if dtype:
+                rows = rows.to(getattr(torch, dtype))
+            data = rows.contiguous().cpu().reshape(-1).view(torch.uint8).numpy()
+            row_bytes = data.nbytes // max(1, rows.shape[0]) if rows.dim() else data.nbytes
+            at = layout.offsets[name] + first * row_bytes
+            buf[at : at + data.nbytes] = data
+            written += data.nbytes
+        del buf
+    finally:
+        mm.close()
+    return written

@@ -1,0 +1,32 @@
+"""Fixtures of the runtime tests: emulated machines (``laminar.runtime.emulate``).
+
+``machines``: one cluster of two emulated machines (``m0`` the head, ``m1``), 4 fake GPUs and
+2 CPUs each, shared by the tests of a module (starting it costs ~3 s); the test process is *not*
+connected to it, so a test either runs ``laminar train`` with ``runtime.address=machines.address``
+or connects with ``connected_machines``. Start a differently shaped one with
+``EmulatedCluster(...)`` in a fixture of your own.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def machines():
+    from laminar.runtime.emulate import EmulatedCluster
+
+    with EmulatedCluster(machines=2, gpus_per_machine=4, cpus_per_machine=2) as emu:
+        yield emu
+
+
+@pytest.fixture
+def connected_machines(machines):
+    """``machines`` with this process connected as a driver (disconnected after the test)."""
+    import ray
+
+    machines.connect()
+    try:
+        yield machines
+    finally:
+        ray.shutdown()
