@@ -336,6 +336,13 @@ def task_workload(cfg: LaminarConfig) -> pd.DataFrame:
     sequence), prompt ``"<n>*<c>="`` plus BOS. A policy that answers exactly; the calibration
     runs' own traces measure how far the real one strays."""
     w, task = cfg.workload, cfg.runtime.task
+    if getattr(task, "type", "repeat") != "repeat":
+        raise ConfigError(
+            "config",
+            "workload.source",
+            f"response lengths of a {task.type!r} task are not known before a run: replay a "
+            "run's trace (workload.source: {type: trace, path: RUN/trajectories.parquet})",
+        )
     steps = 2 * w.steps + 2  # room to generate ahead of the trainer (``load_run_workload``)
     groups = steps * w.prompts_per_step
     rng = np.random.default_rng([cfg.seed, 15])
