@@ -11,7 +11,6 @@ Usage::
 2. ``--machines N`` (N >= 3): an emulated cluster of N Ray nodes on this host
    (``laminar.runtime.emulate``), relay tier on, one rollout per machine but the trainer's, with
    ``kill-relay`` and then ``kill-machine`` injected; ``laminar plot`` draws ``faults.png``.
-   The nodes are ``laminar.runtime.faults.machines.LocalMachines`` (Ray nodes on this host).
 
 Prints one JSON line per fault and a markdown table of detection, recovery and replacement
 seconds per kind (record them in ``benchmarks/RESULTS.md``).
@@ -55,9 +54,10 @@ def one_host(out: Path, steps: int, sets: list[str]) -> list[dict]:
 
 
 def machines(out: Path, steps: int, n: int, sets: list[str]) -> list[dict]:
-    from laminar.runtime.faults.machines import LocalMachines, register, unregister
+    from laminar.runtime.emulate import EmulatedCluster
+    from laminar.runtime.faults.machines import register, unregister
 
-    emu = LocalMachines(n)
+    emu = EmulatedCluster(machines=n, gpus_per_machine=0, cpus_per_machine=2).start()
     register(emu)
     try:
         run = out / "machines"

@@ -6,9 +6,11 @@
    split (1/8 .. 7/8 of the machines) with Laminar at the preset's rollout TP and batch bound.
    The presets' splits were chosen by a sweep of full simulations (laminar/sim/README.md); the
    plan should land within one grid step (1/8) of them.
-2. ``large``: the default search (every system x 7 splits x TP 1/2/4/8 x max batch
-   64/128/256 x repack on/off) on the 7B preset at 1024 GPUs: points, simulations, wall time
-   (goal: a 450-point plan within 5 minutes on 2 cores). No cache, so every simulation runs.
+2. ``large``: the default search with a fourth batch bound (every system x 7 splits x TP
+   1/2/4/8 x max batch 64/128/256/512 x repack on/off: 576 points) on the 7B preset at 1024
+   GPUs: points, simulations, wall and CPU time (goal: a 450-point plan within 5 minutes on 2
+   cores). No cache, so every simulation runs. The same plan from the command line:
+   ``laminar plan --preset paper-math-7b --max-batch 64,128,256,512 --jobs 2 --no-cache``.
 
 Prints one JSON object and Markdown tables; copy them into benchmarks/RESULTS.md.
 """
@@ -17,15 +19,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import time
 
 from laminar.config import load_config
 from laminar.plan import PlanOptions, SearchSpace, run_plan
 from laminar.plan.space import DEFAULT_FRACTIONS
-from laminar.sim.systems import all_systems
+from laminar.sim.registry import all_systems
 
 PRESETS = ("paper-math-7b", "paper-math-32b", "paper-math-72b")
 GRID_STEP = 0.125
+LARGE_BATCHES = (64, 128, 256, 512)  # with the default grid otherwise: 576 points
 
 
 def recover(jobs: int) -> dict:
@@ -70,10 +75,15 @@ def recover(jobs: int) -> dict:
 
 def large(jobs: int) -> dict:
     base = load_config(preset="paper-math-7b")
-    space = SearchSpace(gpus=(base.cluster.gpus,), systems=tuple(all_systems()))
+    space = SearchSpace(
+        gpus=(base.cluster.gpus,), systems=tuple(all_systems()), max_batches=LARGE_BATCHES
+    )
     t0, c0 = time.perf_counter(), time.process_time()
+    kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     result = run_plan(base, space, PlanOptions(jobs=jobs, progress=False))
     wall_s = time.perf_counter() - t0
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    workers_cpu_s = (kids.ru_utime + kids.ru_stime) - (kids0.ru_utime + kids0.ru_stime)
     counts = result.points["status"].value_counts().to_dict()
     return {
         "points": len(result.points),
@@ -82,6 +92,8 @@ def large(jobs: int) -> dict:
         "full_simulations": result.meta["simulated_full"],
         "wall_s": wall_s,
         "parent_cpu_s": time.process_time() - c0,
+        "workers_cpu_s": workers_cpu_s,
+        "load_avg_1min_at_end": os.getloadavg()[0],
         "jobs": jobs,
     }
 

@@ -169,26 +169,26 @@ def results_markdown(settings: pd.DataFrame, fits: list[Fit]) -> str:
              "calibrated cost file, replaying the run's own response lengths; error = "
              "predicted / measured - 1. *Task lengths*: lengths drawn from the task instead.",
              ""]  # fmt: skip
-    head = "| setting | held out | repeats |"
+    head = "| setting | held out | repeats | trainer CPU share | load avg |"
     for m in ("train_tokens_per_s", "step_time_s"):
         head += f" {m} measured | predicted | error | task lengths: error |"
-    lines += [head, "|" + "---|" * (3 + 8)]
+    lines += [head, "|" + "---|" * (5 + 8)]
     for _, r in settings.iterrows():
         held = "yes" if r["held_out"] else "no (calibration)"
-        cells = f"| {r['setting']} | {held} | {r['repeats']} |"
+        cells = (f"| {r['setting']} | {held} | {r['repeats']} | "
+                 f"{r['measured_trainer_cpu_share']:.2f} | {r['measured_loadavg_1m']:.1f} |")
         for m in ("train_tokens_per_s", "step_time_s"):
             cells += (f" {_fmt(r[f'measured_{m}'], m)} [{_fmt(r[f'measured_{m}_min'], m)}, "
                       f"{_fmt(r[f'measured_{m}_max'], m)}] | {_fmt(r[f'predicted_{m}'], m)} | "
                       f"**{_pct(r[f'error_{m}'])}** | {_pct(r[f'task_error_{m}'])} |")  # fmt: skip
         lines.append(cells)
     lines += ["", "| setting | gen tokens/s meas. / pred. | staleness mean meas. / pred. | "
-              "staleness max meas. / pred. | KV tokens/replica meas. / pred. | trainer CPU "
-              "share | load avg |", "|" + "---|" * 7]  # fmt: skip
+              "staleness max meas. / pred. | KV tokens/replica meas. / pred. |",
+              "|" + "---|" * 5]  # fmt: skip
     for _, r in settings.iterrows():
         cells = f"| {r['setting']} |"
         for m in ("gen_tokens_per_s", "staleness_mean", "staleness_max", "kv_tokens_mean"):
             cells += f" {_fmt(r[f'measured_{m}'], m)} / {_fmt(r[f'predicted_{m}'], m)} |"
-        cells += f" {r['measured_trainer_cpu_share']:.2f} | {r['measured_loadavg_1m']:.1f} |"
         lines.append(cells)
     lines += ["", "Ranking (train tokens/s ratio, measured vs predicted):", ""]
     lines += _rankings(settings)

@@ -55,7 +55,7 @@ def one(niceness: int, steps: int, hog_s: float) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--steps", type=int, default=6)
     p.add_argument("--hog-s", type=float, default=600.0, help="lifetime cap of the busy process")
     p.add_argument("--out", help="CSV to write")
     args = p.parse_args(argv)

@@ -171,8 +171,9 @@ def repack_tail_section(runs: pd.DataFrame) -> tuple[str, dict]:
                     f"{r.tail_median_s:.0f} / {r.tail_p99_s:.0f} ({ratio:.2f}x)"
                 )
                 row[f"{n} steps: gen tok/s (gain)"] = f"{_fmt_k(r.gen_tokens_per_s)} ({gain:+.0%})"
+                steady = "" if r.steady_state == "steady" else " (not steady)"
                 row[f"{n} steps: staleness mean, max"] = (
-                    f"{r.staleness_mean:.1f}, {int(r.staleness_max)}"
+                    f"{r.staleness_mean:.1f}, {int(r.staleness_max)}{steady}"
                 )
             rows.append(row)
     return _table(pd.DataFrame(rows).set_index("model, GPUs")), facts

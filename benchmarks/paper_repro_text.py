@@ -88,7 +88,8 @@ def render(*, paper, thr, thr_text, eff, eff_text, repack, repack_text, tail, ta
         "warm-up): the generation time of responses of 12K tokens or more (those handed out at "
         "least twice a max-length response's solo time before the run ended, so slow ones "
         "cannot hide by not finishing; `benchmarks/bench_repack_tail.py`), generation "
-        "throughput, and consumed staleness:",
+        "throughput, and consumed staleness (marked \"not steady\" where `laminar.sim.steady` "
+        "finds throughput or staleness still trending after the warm-up):",
         "",
         tail_text,
         "",

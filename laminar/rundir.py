@@ -26,7 +26,8 @@ Rules (:func:`prepare_out`), so that ``--out`` never destroys a user's files:
 
 Writability is checked by :func:`prepare_out` (it creates and removes a probe directory where
 the staging directory will go), so an unwritable ``--out`` fails before any work. Run
-directories get the user's usual permissions (umask), not ``mkdtemp``'s 0700.
+directories get the user's usual permissions (umask). SIGINT and SIGTERM while staging remove
+the staging directory; during the commit they wait for it to finish.
 """
 
 from __future__ import annotations
@@ -35,17 +36,23 @@ import contextlib
 import errno
 import json
 import os
+import secrets
 import shutil
-import signal
-import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from laminar.errors import LaminarError
+from laminar.staging import (  # noqa: F401  (staged_file, prepare_file_out: re-exported)
+    OutputError,
+    make_parents,
+    prepare_file_out,
+    remove_created,
+    remove_path,
+    signal_guard,
+    staged_file,
+)
 
 MARKER = ".laminar-run.json"
 """The file every run directory gets at commit: ``{"laminar": version, "command": ...,
@@ -53,10 +60,6 @@ MARKER = ".laminar-run.json"
 
 _STAGING = ".laminar-staging-"
 _PROBE = ".laminar-probe-"
-
-
-class OutputError(LaminarError):
-    """``--out`` cannot be written as asked; the message names the path and what to do."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,8 @@ class OutputTarget:
 def prepare_out(path: str | Path, *, force: bool = False, command: str = "laminar") -> OutputTarget:
     """Decide what writing the run directory ``path`` means (module docstring) and check that
     it can be written; :class:`OutputError` otherwise. Writes nothing that stays."""
+    if "\x00" in str(path):
+        raise OutputError(f"{str(path)!r}: a path cannot hold a NUL character")
     out = Path(os.path.abspath(path))
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         kind = "a symbolic link" if out.is_symlink() else "a file"
@@ -147,13 +152,14 @@ def _checked(target: OutputTarget, given: str | Path) -> OutputTarget:
         where = where.parent
     if not where.is_dir():
         raise OutputError(f"{given}: cannot create it: {where} is a file, not a directory")
-    mask = _block_signals()  # a signal must not strand the probe
+    probe = where / _unique_name(_PROBE)
     try:
-        os.rmdir(tempfile.mkdtemp(prefix=_PROBE, dir=where))
+        probe.mkdir()
     except OSError as e:
         raise OutputError(f"{given}: cannot write there: {where}: {e.strerror or e}") from None
-    finally:
-        _restore_signals(mask)
+    finally:  # also when a signal lands right after the mkdir
+        with contextlib.suppress(OSError):
+            probe.rmdir()
     return target
 
 
@@ -173,39 +179,33 @@ def staged_output(target: OutputTarget) -> Iterator[Path]:
     On an exception (SIGINT is KeyboardInterrupt; SIGTERM is turned into ``SystemExit(143)``
     while the block runs in the main thread) the staging directory and the parents created
     for it are removed and the exception propagates."""
-    with _sigterm_raises():
-        # Signals wait while the staging directory is made, so that none lands between its
-        # creation and the handler that removes it.
-        mask = _block_signals()
-        stage, created = None, []
+    # The staging directory's name is known before it exists, so that a signal landing at any
+    # point (even right after the mkdir) finds it and removes it.
+    stage = _staging_parent(target) / _unique_name(_STAGING)
+    created: list[Path] = []
+    with signal_guard() as guard:
         try:
-            created = _make_parents(_staging_parent(target))
-            stage = _make_stage(target)
-            _restore_signals(mask)
+            make_parents(_staging_parent(target), created)
+            try:
+                stage.mkdir()  # mode 0777 less the umask: the user's usual permissions
+            except OSError as e:
+                raise OutputError(f"{target.path}: cannot write there: {e.strerror or e}") from None
             yield stage
             _write_marker(stage, target.command)
-            _block_signals()  # the commit's renames run whole
-            _commit(stage, target)
+            with guard.hold():  # the commit's renames run whole
+                _commit(stage, target)
         except BaseException as e:
-            if stage is not None:
-                shutil.rmtree(stage, ignore_errors=True)
-            _remove_created(created)
+            shutil.rmtree(stage, ignore_errors=True)
+            remove_created(created)
             if isinstance(e, OSError) and e.errno in _NO_ROOM:
                 raise OutputError(
                     f"{target.path}: cannot write the outputs: {e.strerror}; nothing written"
                 ) from None
             raise
-        finally:
-            _restore_signals(mask)
 
 
-def _make_stage(target: OutputTarget) -> Path:
-    try:
-        stage = Path(tempfile.mkdtemp(prefix=_STAGING, dir=_staging_parent(target)))
-    except OSError as e:
-        raise OutputError(f"{target.path}: cannot write there: {e.strerror or e}") from None
-    stage.chmod(0o777 & ~_umask())
-    return stage
+def _unique_name(prefix: str) -> str:
+    return f"{prefix}{os.getpid()}-{secrets.token_hex(6)}"
 
 
 # Write failures that are the place's, not the program's: reported as OutputError (exit 2).
@@ -248,7 +248,7 @@ def _commit(stage: Path, target: OutputTarget) -> None:
         new = {p.name for p in stage.iterdir()}
         for name in target.old_entries:  # a previous run's entries this run does not write
             if name not in new:
-                _remove(out / name)
+                remove_path(out / name)
         _move_into(stage, out, replace_dirs=set(target.old_entries))
         stage.rmdir()
 
@@ -260,23 +260,15 @@ def _move_into(src: Path, dst: Path, replace_dirs: set[str] = frozenset()) -> No
         target = dst / entry.name
         if entry.is_dir() and target.is_dir() and not target.is_symlink():
             if entry.name in replace_dirs or _is_run_dir(target):
-                _remove(target)
+                remove_path(target)
                 entry.rename(target)
             else:
                 _move_into(entry, target)
                 entry.rmdir()
         else:
             if target.is_dir() and not target.is_symlink():
-                _remove(target)
+                remove_path(target)
             os.replace(entry, target)
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
 
 
 def _write_marker(stage: Path, command: str) -> None:
@@ -292,112 +284,3 @@ def _write_marker(stage: Path, command: str) -> None:
     (stage / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
 
 
-def _make_parents(path: Path) -> list[Path]:
-    """Create ``path`` and its missing parents; return those created, deepest first."""
-    missing = []
-    p = path
-    while not p.exists():
-        missing.append(p)
-        p = p.parent
-    for d in reversed(missing):
-        try:
-            d.mkdir()
-        except FileExistsError:
-            pass
-        except OSError as e:
-            _remove_created([m for m in missing if m.exists()])
-            raise OutputError(f"{d}: cannot create: {e.strerror or e}") from None
-    return missing
-
-
-def _remove_created(dirs: list[Path]) -> None:
-    for d in dirs:  # deepest first; only if still empty (someone else may have used it)
-        with contextlib.suppress(OSError):
-            d.rmdir()
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-@contextmanager
-def _sigterm_raises() -> Iterator[None]:
-    """While the block runs, SIGTERM raises ``SystemExit(143)`` (so cleanups run) instead of
-    ending the process on the spot; another handler already installed is left alone."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous not in (signal.SIG_DFL, None):
-        yield
-        return
-
-    def _raise(signum, frame):
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, _raise)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-_SIGNALS = {signal.SIGINT, signal.SIGTERM}
-
-
-def _block_signals() -> set | None:
-    """Hold SIGINT and SIGTERM (delivered at :func:`_restore_signals`); the previous mask."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
-
-
-def _restore_signals(mask: set | None) -> None:
-    if mask is not None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-
-
-# Single files --------------------------------------------------------------------------------
-
-
-def prepare_file_out(path: str | Path) -> Path:
-    """Check that the file ``path`` can be written (an existing file is replaced, a directory
-    refused), before any work; :class:`OutputError` otherwise."""
-    out = Path(path)
-    if out.is_dir():
-        raise OutputError(f"{path}: is a directory; give a file name")
-    where = Path(os.path.abspath(out)).parent
-    while not where.exists():
-        where = where.parent
-    if not where.is_dir():
-        raise OutputError(f"{path}: cannot create it: {where} is a file, not a directory")
-    if not os.access(where, os.W_OK | os.X_OK) or (out.exists() and not os.access(out, os.W_OK)):
-        raise OutputError(f"{path}: cannot write there (permission denied)")
-    return out
-
-
-@contextmanager
-def staged_file(out: str | Path) -> Iterator[Path]:
-    """Yield a temporary path that atomically replaces ``out`` only if the block succeeds."""
-    out = Path(out)
-    if out.is_dir():
-        raise OutputError(f"{out}: is a directory; give a file name")
-    created = _make_parents(out.parent)
-    try:
-        fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=out.suffix, dir=out.parent)
-    except OSError as e:
-        _remove_created(created)
-        raise OutputError(f"{out}: cannot write: {e.strerror or e}") from None
-    os.close(fd)
-    tmp = Path(name)
-    tmp.chmod(0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual permissions
-    try:
-        with _sigterm_raises():
-            yield tmp
-            os.replace(tmp, out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        _remove_created(created)
-        raise

@@ -18,7 +18,6 @@ import os
 import shutil
 import signal
 import tempfile
-import typing
 from pathlib import Path
 
 import pytest
@@ -376,7 +375,7 @@ def _encode(rows: list[dict], columns: list[str], ext: str) -> bytes:
 # --out targets -------------------------------------------------------------------------------
 
 OUT_KINDS = ["new", "nested", "empty", "users", "file", "cwd", "parent", "own", "under_file",
-             "proc", "user_file_itself"]  # fmt: skip
+             "proc", "user_file_itself", "nul"]  # fmt: skip
 
 
 # Mostly targets that work, so that most examples run the command through.
@@ -412,6 +411,8 @@ def make_out(kind: str, work: Path) -> str:
         return f"{USER_FILE}/run"
     if kind == "user_file_itself":
         return USER_FILE
+    if kind == "nul":
+        return "run\x00x"
     return "/proc/laminar-fuzz"
 
 
@@ -441,7 +442,8 @@ def test_simulate(cfg, sets, out):
         target = make_out(out, work)
         argv = ["simulate", "c.yaml", *[x for s in sets for x in ("--set", s)], "--out", target]
         code, err = run_cli(argv, work, out=target)
-        if out in ("users", "file", "cwd", "parent", "under_file", "proc", "user_file_itself"):
+        if out in ("users", "file", "cwd", "parent", "under_file", "proc", "user_file_itself",
+                   "nul"):  # fmt: skip
             assert code == 2, (out, err)
 
 
@@ -513,4 +515,7 @@ def test_the_strategies_reach_every_leaf_key():
     """The fuzzed keys are the config tree's (a new field is fuzzed without editing this file)."""
     assert "cluster.gpus" in LEAF_KEYS and "runtime.kill_trainer_at_step" in LEAF_KEYS
     assert all(k in LEAF_KEYS for k in SIZE_KEYS)
-    assert typing.get_origin(LaminarConfig.model_fields["faults"].annotation) is None
+    sections = {k.split(".")[0] for k in LEAF_KEYS}
+    assert sections == set(LaminarConfig.model_fields)  # every section has fuzzed keys
+    # every kind of --out target the issue names: new, a user's directory, a file, ., ..
+    assert {"new", "users", "file", "cwd", "parent", "own", "proc"} <= set(OUT_KINDS)

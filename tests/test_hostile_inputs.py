@@ -137,6 +137,7 @@ def test_bad_config_files_are_named(tmp_path, capsys, content, message):
         ("workload.source.params=5", "workload.source.params"),
         ("sim.gpu_memory_utilization=.nan", "gpu_memory_utilization"),
         ("seed=-1", "seed"),
+        ("sim.rollout_batch_prompts=1000000", "sim.rollout_batch_prompts"),
         ("faults.events=[{type: rollout_machine, at_s: 1, machine: 9}]", "faults.events[0]"),
     ],
 )
@@ -161,6 +162,9 @@ def test_a_discriminated_section_is_named_by_its_key_path(capsys):
         (["runtime.kill_trainer_at_step=0", "runtime.checkpoint_every=3"], "checkpoint_every"),
         (["runtime.kill_rollout_at_step=1", "runtime.rollouts=1"], "at least 2 rollouts"),
         (["runtime.kill_rollout_at_step=5", "workload.steps=3"], "never happens"),
+        (["runtime.faults.inject=[kill-engine@1]", "runtime.rollouts=1"], "at least 2 rollouts"),
+        (["runtime.faults.inject=[kill-trainer@0]", "runtime.checkpoint_every=0"], "1..1"),
+        (["runtime.faults.inject=[kill-relay@9]", "workload.steps=9"], "never happens"),
     ],
 )
 def test_fault_injections_that_cannot_happen_are_config_errors(capsys, overrides, message):
@@ -286,9 +290,11 @@ def test_a_signal_during_simulate_leaves_nothing(tmp_path, sig, code):
     import subprocess
     import sys
 
-    # The default config (1024 GPUs) simulates for seconds: the signal lands mid-run.
+    # The default config (1024 GPUs) for 100 steps simulates for tens of seconds: the signal lands
+    # mid-run however loaded the machine is.
+    argv = ["simulate", "--set", "workload.steps=100", "--out", "run"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "laminar", "simulate", "--out", "run"],
+        [sys.executable, "-m", "laminar", *argv],
         cwd=tmp_path,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -300,6 +306,7 @@ def test_a_signal_during_simulate_leaves_nothing(tmp_path, sig, code):
             # (the staging directory, made once the handlers are in place; not the probe)
             assert proc.poll() is None, proc.stderr.read()
             time.sleep(0.05)
+        assert proc.poll() is None
         proc.send_signal(getattr(signal, sig))
         proc.wait(timeout=120)
     finally:
@@ -313,3 +320,40 @@ def test_train_refuses_an_unwritable_out_before_starting_anything(capsys):
     assert main(["train", "--out", "/proc/laminar-train"]) == 2
     assert time.perf_counter() - t0 < 1.0
     assert "/proc/laminar-train: cannot write there" in _error(capsys)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["simulate", "--out", "run\x00x"],
+        ["config", "show", "c\x00.yaml"],
+        ["trace", "show", "t\x00.csv"],
+        ["simulate", "--set", 'sim.cost_file="c\\0.json"', "--out", "run"],
+    ],
+)
+def test_a_nul_character_in_a_path_is_named(tmp_path, monkeypatch, capsys, argv):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    assert "NUL character" in _error(capsys)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["trace", "synth", "dapo-math", "-o", "/proc/laminar.csv"],
+        ["trace", "show", "t.csv", "--plot", "/proc/laminar.png"],
+        ["calibrate", ".", "-o", "/proc/laminar.json"],
+        ["bench", "relay", "--out", "/proc/laminar.json"],
+        ["trace", "synth", "dapo-math", "-o", "."],
+    ],
+)
+def test_file_outputs_are_checked_before_any_work(tmp_path, monkeypatch, capsys, argv):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.csv").write_text(HEADER + "0,0,0,10,100,stop\n0,1,0,10,20,stop\n")
+    t0 = time.perf_counter()
+    assert main(argv) == 2
+    assert time.perf_counter() - t0 < 1.0
+    line = _error(capsys)
+    assert "cannot write there" in line or "is a directory" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]

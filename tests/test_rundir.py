@@ -243,3 +243,18 @@ def test_a_full_disk_is_an_output_error_and_leaves_nothing(tmp_path):
         (d / "part.csv").write_text("x")
         raise OSError(errno.ENOSPC, "No space left on device", str(d / "big.parquet"))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_signal_during_the_commit_waits_until_it_is_done():
+    from laminar.staging import signal_guard
+
+    done = []
+    with pytest.raises(SystemExit) as e, signal_guard() as guard, guard.hold():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)  # the handler has run by now, and only took note
+        done.append(True)
+    assert done and e.value.code == 143
+    with pytest.raises(KeyboardInterrupt), signal_guard() as guard:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL

@@ -23,8 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _calibrate(args: argparse.Namespace) -> int:
     from laminar.calibrate import calibrate, cost_file_json
-    from laminar.rundir import staged_file
+    from laminar.rundir import prepare_file_out, staged_file
 
+    prepare_file_out(args.out)  # before the fit, not after it
     content, fits = calibrate(args.runs)
     print(fit_table(fits))
     print()

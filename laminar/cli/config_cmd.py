@@ -63,7 +63,7 @@ def _hardware(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from laminar.sim.systems import resolve_systems
+    from laminar.sim.registry import resolve_systems
     from laminar.specs.memory import require_fit
 
     cfg = config_from_args(args)

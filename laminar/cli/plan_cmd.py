@@ -6,7 +6,14 @@ import argparse
 import os
 from pathlib import Path
 
-from laminar.cli.common import add_config_args, add_out_args, config_from_args, out_target
+from laminar.cli.common import (
+    add_config_args,
+    add_out_args,
+    config_from_args,
+    float_in,
+    int_in,
+    out_target,
+)
 from laminar.errors import ConfigError
 
 
@@ -38,26 +45,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--vary", metavar="KEY=V1,V2", action="append", default=[],
                    help="vary any other config field too (repeatable)")  # fmt: skip
     h = p.add_argument_group("how to search")
-    h.add_argument("--short-steps", type=int, default=4, help="trainer steps of a short "
-                   "simulation (default 4)")  # fmt: skip
-    h.add_argument("--short-warmup", type=int, default=1, help="warm-up steps left out of a "
-                   "short simulation's rates (default 1)")  # fmt: skip
-    h.add_argument("--screen-keep", type=float, default=0.5, help="keep points whose analytic "
-                   "estimate is at least this share of their system's best (default 0.5; 0: "
-                   "simulate every feasible point)")  # fmt: skip
-    h.add_argument("--top", type=int, default=4, help="full simulations of this many best "
-                   "short ones, plus each system's best and the Pareto front (default 4)")
-    h.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                   help="local worker processes (default: the CPU count)")  # fmt: skip
-    h.add_argument("--address", help="run the simulations on a Ray cluster at this address "
-                   "('auto': the one this machine is in; 'local': start one here)")
-    h.add_argument("--cache-dir", metavar="DIR", help="result cache (default: "
-                   "$XDG_CACHE_HOME/laminar/plan, i.e. ~/.cache/laminar/plan)")  # fmt: skip
-    h.add_argument("--no-cache", action="store_true", help="simulate every point anew")
-    h.add_argument("--gpu-hour-price", type=float, metavar="USD",
-                   help="price of a GPU-hour: adds USD per million train tokens and a cost "
-                   "Pareto front")  # fmt: skip
-    h.add_argument("--show", type=int, default=10, help="rows of the printed table (default 10)")
+    arg = h.add_argument
+    arg("--short-steps", type=int_in(2, 1_000_000), default=4,
+        help="trainer steps of a short simulation (default 4)")
+    arg("--short-warmup", type=int_in(0, 1_000_000), default=1,
+        help="warm-up steps left out of a short simulation's rates (default 1)")
+    arg("--screen-keep", type=float_in(0.0, 1.0), default=0.5,
+        help="keep points whose analytic estimate is at least this share of their system's "
+        "best (default 0.5; 0: simulate every feasible point)")
+    arg("--top", type=int_in(1, 10_000), default=4,
+        help="full simulations of this many best short ones, plus each system's best and up "
+        "to this many along the Pareto front (default 4)")
+    arg("--jobs", type=int_in(1, 4096), default=os.cpu_count() or 1,
+        help="local worker processes (default: the CPU count)")
+    arg("--address", help="run the simulations on a Ray cluster at this address ('auto': the "
+        "one this machine is in; 'local': start one here)")
+    arg("--cache-dir", metavar="DIR",
+        help="result cache (default: $XDG_CACHE_HOME/laminar/plan, i.e. ~/.cache/laminar/plan)")
+    arg("--no-cache", action="store_true", help="simulate every point anew")
+    arg("--gpu-hour-price", type=float_in(1e-9, 1e9), metavar="USD",
+        help="price of a GPU-hour: adds USD per million train tokens and a cost Pareto front")
+    arg("--show", type=int_in(0, 100_000), default=10,
+        help="rows of the printed table (default 10)")
     p.set_defaults(func=_plan)
 
 
@@ -98,7 +107,7 @@ def space_from_args(args: argparse.Namespace, base):
     """The :class:`~laminar.plan.SearchSpace` the arguments describe (errors name the flag)."""
     from laminar.plan import SearchSpace
     from laminar.plan.space import DEFAULT_FRACTIONS, DEFAULT_MAX_BATCHES, DEFAULT_TPS
-    from laminar.sim.systems import all_systems
+    from laminar.sim.registry import all_systems
 
     systems = _names(args.systems, "--systems")
     if "all" in systems:
@@ -119,7 +128,18 @@ def space_from_args(args: argparse.Namespace, base):
                          ("--max-batch", space.max_batches)):  # fmt: skip
         if any(v < 1 for v in values):
             raise ConfigError("laminar plan", flag, "values must be positive")
+    for gpus in space.gpus:  # a GPU count the config cannot take fails here, not per point
+        _validate(base, "cluster.gpus", gpus, f"--gpus {args.gpus}")
     return space
+
+
+def _validate(base, key: str, value, source: str) -> None:
+    """Raise ConfigError (naming ``source``) unless ``base`` with ``key = value`` validates."""
+    from laminar.config.loader import apply_override, validate
+
+    data = base.model_dump(mode="json")
+    apply_override(data, key.split("."), value, f"{key}={value}")
+    validate(data, source, {})
 
 
 def _names(text: str, flag: str) -> list[str]:
@@ -145,8 +165,6 @@ def _vary(text: str, base) -> tuple[str, tuple]:
     """``KEY=V1,V2`` -> (KEY, values); the key and every value must validate on ``base``."""
     import yaml
 
-    from laminar.config.loader import apply_override, validate
-
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key or not raw.strip():
@@ -154,7 +172,5 @@ def _vary(text: str, base) -> tuple[str, tuple]:
         raise ConfigError(f"--vary {text}", "", msg)
     values = tuple(yaml.safe_load(v) for v in raw.split(","))
     for v in values:
-        data = base.model_dump(mode="json")
-        apply_override(data, key.split("."), v, f"{key}={v}")
-        validate(data, f"--vary {text}", {key: f"{key}={v}"})
+        _validate(base, key, v, f"--vary {text}")
     return key, values

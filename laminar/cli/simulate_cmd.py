@@ -45,6 +45,10 @@ def _simulate(args: argparse.Namespace) -> int:
 def systems_override(names: str) -> str:
     """``--systems a,b`` as the ``--set`` it stands for."""
     listed = [s.strip() for s in names.split(",") if s.strip()]
+    if not listed:
+        from laminar.errors import LaminarError
+
+        raise LaminarError(f"--systems {names[:40]!r}: names no system (e.g. laminar,verl or all)")
     return f"sim.systems=[{', '.join(listed)}]"
 
 

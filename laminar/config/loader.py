@@ -129,6 +129,8 @@ def _read_mapping(text: str, source: str, suffix: str) -> dict[str, Any]:
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """The raw mapping of a YAML (.yaml/.yml) or TOML (.toml) config file."""
     p = Path(path)
+    if "\x00" in str(p):
+        raise ConfigError(repr(str(p)), "", "a path cannot hold a NUL character")
     if p.suffix not in (".yaml", ".yml", ".toml"):
         raise ConfigError(str(p), "", "config files must end in .yaml, .yml or .toml")
     try:

@@ -49,11 +49,10 @@ class LaminarConfig(Section):
     @model_validator(mode="after")
     def _faults_within_run(self) -> LaminarConfig:
         steps = self.workload.steps
-        for name in ("kill_rollout_at_step", "kill_trainer_at_step"):
-            at = getattr(self.runtime, name)
-            if at >= steps:
+        for name, spec in self.runtime._step_faults():
+            if spec.step >= steps:
                 raise ValueError(
-                    f"runtime.{name} {at} never happens: the run has workload.steps {steps} "
+                    f"runtime.{name} never happens: the run has workload.steps {steps} "
                     f"(steps 0..{steps - 1})"
                 )
         return self

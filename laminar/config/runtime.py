@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from laminar.config.base import Section
-from laminar.config.runtime_faults import RuntimeFaultsConfig
+from laminar.config.runtime_faults import FaultSpec, RuntimeFaultsConfig
 
 
 class TinyModel(Section):
@@ -222,18 +222,30 @@ class RuntimeConfig(Section):
 
     @model_validator(mode="after")
     def _faults_can_happen(self) -> RuntimeConfig:
-        # A fault injection that cannot happen would be skipped silently or fail mid-run.
-        if self.kill_rollout_at_step >= 0 and self.rollouts < 2:
-            raise ValueError(
-                "kill_rollout_at_step needs at least 2 rollouts (one must survive to take over "
-                f"the dead one's work); rollouts is {self.rollouts}"
-            )
-        if self.kill_trainer_at_step >= 0 and (
-            self.checkpoint_every == 0 or self.kill_trainer_at_step < self.checkpoint_every - 1
-        ):
-            raise ValueError(
-                f"kill_trainer_at_step {self.kill_trainer_at_step} restarts the trainer from a "
-                "checkpoint, but none exists by then: set checkpoint_every to at most "
-                f"{self.kill_trainer_at_step + 1} (now {self.checkpoint_every})"
-            )
+        # A fault injection that cannot happen would be skipped silently or fail mid-run
+        # (issue 11); the supervisor's own checks (laminar/runtime/faults) stay for what only
+        # the running cluster knows.
+        for name, spec in self._step_faults():
+            untargeted = spec.kind in ("kill-rollout", "kill-engine") and not spec.target
+            if untargeted and self.rollouts < 2:
+                raise ValueError(
+                    f"{name} needs at least 2 rollouts (one must survive to take over the "
+                    f"dead one's work); rollouts is {self.rollouts}"
+                )
+            first = self.checkpoint_every - 1  # the step after which the first one is written
+            if spec.kind == "kill-trainer" and (self.checkpoint_every == 0 or spec.step < first):
+                raise ValueError(
+                    f"{name} restarts the trainer from a checkpoint, but none exists by step "
+                    f"{spec.step}: set checkpoint_every to 1..{spec.step + 1} "
+                    f"(now {self.checkpoint_every})"
+                )
         return self
+
+    def _step_faults(self) -> list[tuple[str, FaultSpec]]:
+        """(setting, spec) of every fault injected after a trainer step."""
+        out = [(f"faults.inject {s.text()}", s) for s in self.faults.specs() if s.step is not None]
+        for name, kind in (("kill_rollout_at_step", "kill-rollout"),
+                           ("kill_trainer_at_step", "kill-trainer")):  # fmt: skip
+            if getattr(self, name) >= 0:
+                out.append((name, FaultSpec(kind, step=getattr(self, name))))
+        return out

@@ -59,8 +59,9 @@ def evaluate(config: dict[str, Any]) -> dict[str, Any]:
         out[name] = None if v != v else float(v)  # NaN (a run cut short) -> None
     for name in COUNTS:
         out[name] = int(row[name])
+    out["steady_state"] = str(row.get("steady_state", ""))
     steps = result.steps
-    win = steps[steps["step"] >= cfg.sim.warmup_steps]
+    win = steps[steps["step"] >= int(row["warmup_steps"])]  # ``auto`` resolved by the run
     total = float((win["end_s"] - win["start_s"] + win["data_wait_s"]).sum())
     for key, col in (("wait_frac", "data_wait_s"), ("train_frac", "train_s"),
                      ("stall_frac", "actor_stall_s")):  # fmt: skip

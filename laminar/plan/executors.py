@@ -36,8 +36,10 @@ def _in_processes(tasks: list[Task], jobs: int, tick: Tick) -> dict[str, dict]:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    # spawn: a fresh interpreter per worker (no forked threads of the parent, e.g. tqdm's).
-    ctx = mp.get_context("spawn")
+    # fork where there is one: spawn would re-run the ``laminar`` console script (it has no
+    # ``__main__`` guard) in every worker. The parent holds no lock a worker needs.
+    methods = mp.get_all_start_methods()
+    ctx = mp.get_context("fork" if "fork" in methods else "spawn")
     out = {}
     with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=ctx) as pool:
         futures = {pool.submit(evaluate, cfg): key for key, cfg in tasks}

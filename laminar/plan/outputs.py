@@ -47,7 +47,7 @@ def best_yaml(result: PlanResult) -> str | None:
     simulated in full)."""
     if result.best is None:
         return None
-    from laminar.sim.systems import all_systems
+    from laminar.sim.registry import all_systems
 
     cfg = result.full_configs[result.best]
     system = cfg.sim.systems[0]
@@ -136,5 +136,10 @@ def top_table(result: PlanResult, n: int = 10) -> str:
         memory = int((rejected["bottleneck"] == "memory").sum())
         lines.append(f"rejected: {memory} for memory, {len(rejected) - memory} other "
                      "(reasons in plan.csv)")  # fmt: skip
-    lines += ["", shown.to_string(index=False, float_format=lambda v: f"{v:.4g}")]
+    if len(shown):
+        lines += ["", shown.to_string(index=False, float_format=lambda v: f"{v:.4g}")]
+    else:  # nothing ran: say why, most frequent reasons first
+        reasons = df.loc[df["reason"] != "", "reason"].value_counts().head(3)
+        lines += ["", "no point was simulated; most frequent reasons:"]
+        lines += [f"  {n} x {why}" for why, n in reasons.items()]
     return "\n".join(lines)

@@ -1,8 +1,10 @@
 """The analytic screen: is a point feasible, and roughly how fast could it be? (no simulation)
 
-Feasibility: the config validates, the rollout TP divides a machine, the configuration fits in
-GPU memory (``laminar.specs.memory.check_fit``: trainer states and activations, rollout
-weights and a KV cache for the longest trajectory), and a rollout replica is left.
+Feasibility: the config validates, passes the simulator's own setup checks
+(``laminar.sim.cluster.check_setup``: a replica's GPUs divide a machine, a replica and the
+trainer get GPUs, the longest trajectory fits a replica's KV cache, faults name existing
+machines), and fits in GPU memory (``laminar.specs.memory.check_fit``: trainer states and
+activations, rollout weights and a minimum KV cache).
 
 Estimate, per training step, from the cost model (``laminar.sim.cost``) and the workload's
 token counts: generation seconds = response tokens / (replicas x b / t(b)), with b the
@@ -66,33 +68,28 @@ class Screen:
 
 def screen(cfg: LaminarConfig, stats: WorkloadStats) -> Screen:
     """Feasibility and the analytic estimate of ``cfg`` (one system, ``cfg.sim.systems[0]``)."""
+    from laminar.sim.cluster import check_setup
     from laminar.sim.costdata import cost_model_for
-    from laminar.sim.systems import resolve_systems
+    from laminar.sim.registry import resolve_systems
 
-    c = cfg.cluster
-    tp, gpm = cfg.model.rollout_tp, min(c.gpus_per_machine, c.gpus)
-    if tp > gpm or gpm % tp:
-        return Screen(False, f"model.rollout_tp: {tp} does not divide a machine's {gpm} GPUs")
-    system_cls = resolve_systems(cfg.sim.systems)[0]
-    memory = _memory_fit(cfg, system_cls.colocated)
+    m = cfg.model
+    system = resolve_systems(cfg.sim.systems)[0](cfg)
+    memory = _memory_fit(cfg, system.colocated)  # first: its reasons name what would fit
     if memory:
         return Screen(False, memory, "memory")
     try:
         cost = cost_model_for(cfg)
-    except ConfigError as e:
+    except ConfigError as e:  # the rollout weights leave no room for a KV cache
         return Screen(False, str(e), "memory")
-    longest = cfg.workload.max_prompt_len + cfg.workload.max_response_len + 1
-    if longest > cost.kv_capacity_tokens * (1 - cfg.sim.kv_watermark):
-        return Screen(
-            False,
-            f"memory: a {longest}-token trajectory does not fit a replica's KV cache "
-            f"({cost.kv_capacity_tokens} tokens at rollout TP {tp})",
-            "memory",
-        )
-    system = system_cls(cfg)
-    split = system.split(cost)
-    if split.replicas < 1:
-        return Screen(False, "cluster.gpus: no GPU is left for a rollout replica")
+    if cost.replica_gpus != m.rollout_tp * m.rollout_ep:
+        # A cost file describes one replica size; another TP would be simulated as that one.
+        return Screen(False, f"sim.cost_file describes {cost.replica_gpus}-GPU rollout "
+                      f"replicas, not rollout TP {m.rollout_tp} x EP {m.rollout_ep}")  # fmt: skip
+    try:
+        split = check_setup(cfg, system, cost)  # the simulator's own checks, before it runs
+    except ConfigError as e:
+        kv = e.key_path == "workload.max_response_len"  # the longest trajectory's KV
+        return Screen(False, str(e), "memory" if kv else "")
     est, bottleneck = _estimate(cfg, stats, system, split, cost)
     return Screen(True, "", bottleneck, est, split.trainer_gpus, split.replicas)
 

@@ -6,8 +6,8 @@
 2. **Short** simulations (``short_steps`` trainer steps, ``short_warmup`` of them warm-up) of
    every point left; a point the simulator refuses is rejected with its message.
 3. **Full** simulations (the config's own steps) of the ``top`` best short results by train
-   tokens/s per GPU, the best of each system, and the short results' Pareto front (train
-   tokens/s per GPU against staleness).
+   tokens/s per GPU, the best of each system, and up to ``top`` points spread along the short
+   results' Pareto front (train tokens/s per GPU against staleness).
 
 Each stage runs as one batch of independent simulations (``laminar.plan.executors``) and its
 decisions are taken on the whole batch, ties broken by point id: the plan is deterministic
@@ -204,6 +204,7 @@ def _record(row: dict, res: dict, stage: str) -> None:
     row["bottleneck"] = bottleneck(res)
     for name in (*FIGURES, *COUNTS):
         row[name] = res[name]
+    row["steady_state"] = res.get("steady_state", "")
     if stage == "short":
         row["short_train_tokens_per_s"] = res["train_tokens_per_s"]
 
@@ -226,7 +227,10 @@ def _for_full(rows: dict[int, dict], top: int) -> list[int]:
             seen_groups.add(g)
             chosen.add(pid)
     stale = {pid: r["staleness_mean"] for pid, r in done}
-    chosen |= set(pareto_ids(per_gpu, stale))
+    front = sorted(pareto_ids(per_gpu, stale), key=lambda pid: (stale[pid], pid))
+    if len(front) > top:  # ``top`` points spread along the front, both ends included
+        front = [front[round(i * (len(front) - 1) / max(top - 1, 1))] for i in range(top)]
+    chosen |= set(front)
     return sorted(chosen)
 
 
@@ -277,6 +281,7 @@ def _frame(points: list[Point], rows: dict[int, dict], space: SearchSpace, opts)
             rec[name] = r.get(name)
         rec["replicas"] = r.get("replicas")
         rec["steps"] = r.get("steps")
+        rec["steady_state"] = r.get("steady_state", "")
         tps = rec["train_tokens_per_s"]
         rec["train_tokens_per_s_per_gpu"] = tps / p.gpus if _num(tps) else None
         if opts.gpu_hour_price is not None:

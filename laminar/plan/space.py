@@ -53,7 +53,7 @@ class Point:
 
 def enumerate_points(base: LaminarConfig, space: SearchSpace) -> list[Point]:
     """Every point of ``space`` over ``base``, in a fixed order (ids 0, 1, ...)."""
-    from laminar.sim.systems import all_systems
+    from laminar.sim.registry import all_systems
 
     registry = all_systems()
     unknown = [s for s in space.systems if s not in registry]

@@ -42,7 +42,11 @@ def pareto_figure(plan: pd.DataFrame, pareto: pd.DataFrame | None = None):
     ax.set_title(f"plan: {len(plan)} points, {', '.join(map(str, gpus))} GPUs "
                  "(hollow: short runs)")  # fmt: skip
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=9)
+    if len(sim):
+        ax.legend(fontsize=9)
+    else:
+        ax.text(0.5, 0.5, "no point was simulated (reasons in plan.csv)", ha="center",
+                transform=ax.transAxes)  # fmt: skip
     return fig
 
 

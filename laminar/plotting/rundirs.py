@@ -22,7 +22,8 @@ def run_kind(run_dir: str | Path) -> str:
     when it is neither."""
     p = Path(run_dir)
     if not p.is_dir():
-        raise RunDirError(f"{p}: not a run directory (no such directory)")
+        what = "a file" if p.exists() else "no such directory"
+        raise RunDirError(f"{p}: not a run directory ({what})")
     missing = {k: [f for f in files if not (p / f).is_file()] for k, files in KIND_FILES.items()}
     for kind, files in KIND_FILES.items():
         if (p / files[0]).is_file():

@@ -138,8 +138,19 @@ class _Slot:
     received: bool = False
     listed: bool = True  # still in the destination list
 
+    max_step_s: float = field(init=False)  # cached: checked for every source scanned
+
     def __post_init__(self) -> None:
         self.key = (-self.load_tokens, self.state.replica_id)
+        self.max_step_s = self.state.max_step_s
+
+    def fits(self, load_tokens: int, count: int) -> bool:
+        """:meth:`ReplicaState.fits`, with the step limit computed once."""
+        st = self.state
+        if load_tokens > st.kv_capacity_tokens or count > st.max_batch:
+            return False
+        cost = st.step_cost
+        return cost is None or cost.step_s(count, load_tokens) <= self.max_step_s
 
 
 def plan_repack(replicas: Sequence[ReplicaState]) -> list[Move]:
@@ -225,9 +236,9 @@ class _Destinations:
             cand = self._by_id[keys[i][1]]
             if cand is src:
                 i += 1
-            elif not cand.state.fits(cand.load_tokens + fp, cand.count + 1):
+            elif not cand.fits(cand.load_tokens + fp, cand.count + 1):
                 self.remove(cand)  # never fits again: later sources hold >= fp tokens, >= 1
-            elif cand.state.fits(cand.load_tokens + fp, cand.count + n):
+            elif cand.fits(cand.load_tokens + fp, cand.count + n):
                 return cand
             else:
                 i += 1

@@ -9,6 +9,7 @@ quiet (``RUNTIME-NOTES.md``: a stray hub lookup hangs ~50 s).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -19,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from laminar.config import LaminarConfig
+from laminar.runtime import nodes
 from laminar.runtime.placement import cpu_text, place
 from laminar.runtime.rollout import RolloutWorker
+from laminar.runtime.rollout_node import LoadRecorder, NodeSetup
 
 OFFLINE_ENV = {
     "HF_HUB_OFFLINE": "1",
@@ -47,16 +50,23 @@ class RunDirs:
     shm: Path  # /dev/shm/laminar-<id> (or under tmp where /dev/shm is missing)
 
     def env(self) -> dict[str, str]:
-        """Variables every actor of the run gets."""
+        """Variables of the driver and of a local Ray's processes (paths on this machine)."""
         return {
-            **OFFLINE_ENV,
+            **self.job_env(),
             "TMPDIR": str(self.tmp / "tmp"),  # vLLM's sockets, /tmp/vllm_dist_*, torch caches
             "TORCHINDUCTOR_CACHE_DIR": str(self.tmp / "inductor"),
             "VLLM_RPC_BASE_PATH": str(self.tmp / "vllm-rpc"),
             "VLLM_CACHE_ROOT": str(self.tmp / "vllm-cache"),
-            "VLLM_CONFIGURE_LOGGING": "1",
-            "VLLM_LOGGING_LEVEL": "WARNING",
         }
+
+    def job_env(self) -> dict[str, str]:
+        """Variables every actor of the run gets, on any machine: no paths (those are derived
+        on each machine, ``laminar.runtime.nodes``)."""
+        return {**OFFLINE_ENV, "VLLM_CONFIGURE_LOGGING": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
+
+    def node_path(self, rel: str = "", root: nodes.Root = "shm") -> nodes.NodePath:
+        """``rel`` inside this run's directory on whichever machine resolves it."""
+        return nodes.NodePath(self.run_id, root, rel)
 
 
 def make_dirs() -> RunDirs:
@@ -83,7 +93,7 @@ def ray_session(cfg: LaminarConfig, *, verbose: bool = False) -> Iterator[RunDir
             include_dashboard=False,
             log_to_driver=verbose,
             logging_level="INFO" if verbose else "WARNING",
-            runtime_env={"env_vars": dirs.env()},
+            runtime_env={"env_vars": dirs.job_env()},
         )
         if address is None:  # our own local Ray: its session files live in the run's tmp
             kwargs.update(num_cpus=max(2, os.cpu_count() or 2), _temp_dir=str(dirs.tmp / "ray"))
@@ -94,6 +104,9 @@ def ray_session(cfg: LaminarConfig, *, verbose: bool = False) -> Iterator[RunDir
             ray.init(address=address, **kwargs)
         yield dirs
     finally:
+        if address is not None:  # other machines hold this run's node-local directories too
+            with contextlib.suppress(Exception):
+                nodes.remove_run_everywhere(dirs.run_id)
         with contextlib.suppress(Exception):
             ray.shutdown()
         # Whatever on this host still carries the run's mark is ours (e.g. the engine of a
@@ -127,24 +140,67 @@ class RolloutActor(RolloutWorker):
     """A :class:`RolloutWorker` that builds its vLLM engine inside its own actor process.
 
     ``cpus``: cores for this process and the engine processes it starts (they inherit it).
+    ``node``: set up scratch and the base model on this actor's own machine
+    (:mod:`laminar.runtime.rollout_node`); the engine then starts from that directory.
+    ``engine_cls``: the engine class (default ``VllmEngine``; tests pass a fake).
     """
 
     def __init__(
-        self, replica_id: str, spec: Any, cpus: tuple[int, ...] = (), nice: int = 0, **kwargs: Any
+        self,
+        replica_id: str,
+        spec: Any,
+        cpus: tuple[int, ...] = (),
+        nice: int = 0,
+        node: NodeSetup | None = None,
+        engine_cls: type | None = None,
+        **kwargs: Any,
     ):
-        from laminar.runtime.vllm_engine import VllmEngine
-
         if cpus:
             os.sched_setaffinity(0, cpus)
         if nice:
             os.nice(nice)  # the engine processes started from here inherit it
-        super().__init__(replica_id, VllmEngine(spec), **kwargs)
+        self.scratch_env: dict[str, str] = {}
+        if node is not None:  # before vLLM is imported: its processes inherit the variables
+            self.scratch_env, model_dir = node.enter()
+            spec = dataclasses.replace(spec, model_dir=str(model_dir))
+            kwargs["model_dir"] = str(model_dir)
+        if engine_cls is None:
+            from laminar.runtime.vllm_engine import VllmEngine
+
+            engine_cls = VllmEngine
+        self.spec = spec
+        super().__init__(replica_id, LoadRecorder(engine_cls(spec)), **kwargs)
+
+    async def start(self) -> dict:
+        """Start the engine; the footprint also names this machine (for node-side cleanup)."""
+        out = await super().start()
+        out["node_id"] = nodes.current_node()
+        return out
 
     async def attach(self, weights: Any, pools: dict, t0_s: float, cpus: tuple = ()) -> None:
         """Join a job (see ``RolloutWorker.attach``), on the job's cores when given."""
         if cpus:
             pin_tree(cpus)
         await super().attach(weights, pools, t0_s)
+
+    async def stats(self) -> dict:
+        """The worker's figures, plus its machine and every weight directory it loaded."""
+        out = await super().stats()
+        out.update(node_id=nodes.current_node(), weights_from=list(self.engine.loaded))
+        return out
+
+    def whereabouts(self) -> dict:
+        """Where this replica runs and every path it uses (all derived on its machine)."""
+        import ray
+
+        return {
+            "node_id": nodes.current_node(),
+            "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+            "tensor_parallel_size": self.spec.tensor_parallel_size,
+            "model_dir": self.spec.model_dir,
+            "scratch": dict(self.scratch_env),
+            "loaded": list(self.engine.loaded),
+        }
 
 
 def pin_tree(cpus: tuple[int, ...]) -> None:
@@ -159,10 +215,13 @@ def pin_tree(cpus: tuple[int, ...]) -> None:
                     os.sched_setaffinity(int(tid), cpus)
 
 
-def rollout_options(cfg: LaminarConfig, index: int, dirs: RunDirs) -> dict:
-    """Ray options of rollout ``index``: its cores (CPU) or one GPU, and its environment."""
+def rollout_options(
+    cfg: LaminarConfig, index: int, dirs: RunDirs, where: dict | None = None
+) -> dict:
+    """Ray options of rollout ``index``: its cores (CPU), its environment, and ``where`` it runs
+    (devices and scheduling strategy from ``laminar.runtime.replicas``)."""
     rt = cfg.runtime
-    env = dirs.env()
+    env = dirs.job_env()
     if rt.device == "cpu":
         env["VLLM_CPU_KVCACHE_SPACE"] = str(rt.kv_cache_gib)
         cpus = place(rt).rollout_cpus[index]
@@ -178,8 +237,7 @@ def rollout_options(cfg: LaminarConfig, index: int, dirs: RunDirs) -> dict:
         "name": None,
         "max_concurrency": 1000,
     }
-    if cfg.runtime.address:
-        opts["scheduling_strategy"] = "SPREAD"
+    opts.update(where or {})
     return opts
 
 

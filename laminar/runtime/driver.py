@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from laminar.config import LaminarConfig
-from laminar.runtime import cluster, loops
+from laminar.runtime import cluster, loops, nodes, replicas
 from laminar.runtime.engine import EngineSpec
 from laminar.runtime.faults.machines import machines_for
 from laminar.runtime.faults.relays import relay_handles
@@ -23,6 +23,7 @@ from laminar.runtime.placement import place
 from laminar.runtime.pools import ExperienceBuffer, PartialResponsePool, PromptPool
 from laminar.runtime.relay.tier import weight_path_for
 from laminar.runtime.resume import ResumeState, RunLog, orphans_to_resume
+from laminar.runtime.rollout_node import NodeSetup
 from laminar.runtime.train.group import in_bundle, placement_group_for
 from laminar.runtime.trainer import Trainer
 
@@ -52,6 +53,8 @@ class Actors:
     """The relay workers when the relay tier is on (``laminar.runtime.faults.relays``)."""
     machines: Any = None
     """The emulated machines (Ray nodes) when the run has several."""
+    placement: Any = None
+    """Where the rollouts run (``laminar.runtime.replicas.ReplicaPlacement``)."""
 
     def live(self) -> dict[str, Any]:
         """Rollouts not known to be dead."""
@@ -87,7 +90,7 @@ def launch(
 
     rt, wl = cfg.runtime, cfg.workload
     step_cost = step_cost_from_file(cfg.sim.cost_file)  # §8.4 step bound; read before any start
-    job_dir = dirs.shm / job
+    job_dir = dirs.node_path(job)  # on each machine its own (laminar.runtime.nodes)
     buffer = cluster.actor(ExperienceBuffer).remote(wl.samples_per_prompt, t0_s)
     partial = cluster.actor(PartialResponsePool).remote()
 
@@ -97,13 +100,16 @@ def launch(
 
     def new_trainer() -> Any:
         return cluster.actor(Trainer, **in_bundle(pg, 0)).remote(
-            cfg.model_dump(mode="json"), str(job_dir), buffer, pg
+            cfg.model_dump(mode="json"), job_dir, buffer, pg
         )
 
     trainer = new_trainer()
     info = ray.get(trainer.setup.remote())
-    # The weight path (§4): relay workers when relay.enabled, else one /dev/shm store.
-    store, close_weights = weight_path_for(cfg, job_dir, info["config_json"])
+    home = cluster.node_of(trainer)
+    # The weight path (§4): relay workers when relay.enabled, else one /dev/shm store on the
+    # trainer's machine (the rollouts are then placed there too).
+    store_dir = "" if cfg.relay.enabled else nodes.resolve_on(home, job_dir / "weights")
+    store, close_weights = weight_path_for(cfg, job_dir, info["config_json"], store_dir=store_dir)
     stack.callback(close_weights)
     info["t0_s"] = t0_s
     prompts = cluster.actor(PromptPool).remote(
@@ -117,9 +123,12 @@ def launch(
         model_dir=info["model_dir"],
     )
     pools = {"prompts": prompts, "partial": partial, "buffer": buffer}
-    started = []
+    started, where = [], None
     if rollouts is None:
-        rollouts = {f"r{i}": _rollout(cfg, dirs, info, i) for i in range(rt.rollouts)}
+        where = replicas.place_rollouts(cfg, home)
+        stack.callback(where.release)
+        info["rollout_nodes"] = list(where.node_ids)
+        rollouts = {f"r{i}": _rollout(cfg, dirs, info, i, where) for i in range(rt.rollouts)}
         stack.callback(shutdown_engines, rollouts)  # a dead one is skipped after its timeout
         started = [r.start.remote() for r in rollouts.values()]
     placement = place(rt)
@@ -134,7 +143,7 @@ def launch(
     info["engine_start_s"] = [f["start_s"] for f in footprints]
     info["engine_shm_files"] = sorted({path for f in footprints for path in f["shm"]})
     if not cfg.relay.enabled:
-        _check_one_machine(trainer, rollouts)
+        _check_one_machine(home, rollouts)
     manager = cluster.actor(RolloutManager).remote(
         rollouts,
         partial,
@@ -152,6 +161,7 @@ def launch(
     a.rollout_cpus = list(placement.rollout_cpus)
     a.relays = relay_handles(store)
     a.machines = machines_for(rt.address)
+    a.placement = where
     return a
 
 
@@ -173,16 +183,31 @@ def end_job(a: Actors) -> None:
 
 
 def _rollout(
-    cfg: LaminarConfig, dirs: cluster.RunDirs, info: dict, index: int, replica_id: str = ""
+    cfg: LaminarConfig,
+    dirs: cluster.RunDirs,
+    info: dict,
+    index: int,
+    where: replicas.ReplicaPlacement,
+    replica_id: str = "",
 ) -> Any:
-    """Rollout actor in slot ``index`` (its cores); a replacement has an id of its own."""
+    """Rollout actor in slot ``index`` (its cores, its place ``where``); a replacement has an
+    id of its own."""
     rt, wl = cfg.runtime, cfg.workload
-    options = cluster.rollout_options(cfg, index, dirs)
+    options = cluster.rollout_options(cfg, index, dirs, where.options[index])
+    spec = _engine_spec(cfg, info, index, where.tensor_parallel_size)
+    node = NodeSetup(
+        run_id=dirs.run_id,
+        model_type=rt.model.type,
+        model_path=info["model_dir"] if rt.model.type != "tiny" else "",
+        config_json=info["config_json"],
+        seed=cfg.seed,
+    )
     return cluster.actor(cluster.RolloutActor, **options).remote(
         replica_id or f"r{index}",
-        _engine_spec(cfg, info, index),
+        spec,
         cpus=place(rt).rollout_cpus[index],
         nice=rt.rollout_nice if rt.device == "cpu" else 0,
+        node=node,
         task=rt.task,
         seed=cfg.seed,
         max_response_len=wl.max_response_len,
@@ -203,7 +228,7 @@ def shutdown_engines(rollouts: dict[str, Any], timeout_s: float = 120.0) -> None
     ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
 
 
-def _engine_spec(cfg: LaminarConfig, info: dict, index: int) -> EngineSpec:
+def _engine_spec(cfg: LaminarConfig, info: dict, index: int, tp: int = 1) -> EngineSpec:
     rt, wl = cfg.runtime, cfg.workload
     return EngineSpec(
         model_dir=info["model_dir"],
@@ -216,14 +241,14 @@ def _engine_spec(cfg: LaminarConfig, info: dict, index: int) -> EngineSpec:
         seed=cfg.seed + index,
         dtype=info.get("dtype", "float32"),  # what the trainer exports each version in
         gpu_memory_fraction=rt.gpu_memory_fraction,
+        tensor_parallel_size=tp,
     )
 
 
-def _check_one_machine(trainer: Any, rollouts: dict[str, Any]) -> None:
+def _check_one_machine(home: str, rollouts: dict[str, Any]) -> None:
     """The default weight store is one machine's /dev/shm; other nodes need the relay tier."""
     from laminar.errors import LaminarError
 
-    home = cluster.node_of(trainer)
     away = [rid for rid, h in rollouts.items() if cluster.node_of(h) != home]
     if away:
         raise LaminarError(
@@ -293,7 +318,8 @@ def _supervisor(
     a: Actors, cfg: LaminarConfig, dirs: cluster.RunDirs, log: RunLog | None, prior: dict
 ) -> Supervisor:
     def spawn(index: int, replica_id: str) -> Any:
-        return _rollout(cfg, dirs, a.info, index, replica_id)
+        a.placement.replace(index)  # the slot's machine if alive, else another with room
+        return _rollout(cfg, dirs, a.info, index, a.placement, replica_id)
 
     def on_change() -> None:
         if log is not None:

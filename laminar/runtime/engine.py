@@ -31,6 +31,8 @@ class EngineSpec:
     seed: int
     dtype: str = "float32"
     gpu_memory_fraction: float = 0.85
+    tensor_parallel_size: int = 1
+    """Devices of the replica (``model.rollout_tp`` on cuda; 1 on CPU)."""
     stream_interval: int = 4
     """Tokens per streamed delta (fewer, larger deltas cost the front end less per token)."""
     stop_token_ids: tuple[int, ...] = ()

@@ -161,3 +161,46 @@ def remove_run_everywhere(run_id: str, timeout_s: float = 60.0) -> dict[str, lis
         with contextlib.suppress(Exception):  # a machine that died meanwhile: nothing to clean
             out[node] = ray.get(ref, timeout=timeout_s)
     return out
+
+
+def reap_here(footprint: dict) -> int:
+    """Kill the processes a dead engine left on *this* machine (only the very ones it started:
+    pid and start time must match) and unlink the shared-memory files they mapped, which no
+    one else unlinks now. Returns the number of processes killed."""
+    import psutil
+
+    killed = 0
+    for pid, created in footprint.get("pids", []):
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            if proc.create_time() == created:
+                proc.kill()
+                killed += 1
+    for path in footprint.get("shm", []):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    return killed
+
+
+def reap_on_node(footprint: dict, timeout_s: float = 60.0) -> int:
+    """:func:`reap_here` on the machine the footprint was taken on (``footprint["node_id"]``).
+
+    A footprint without a node is reaped here (a single-machine run); a machine that is gone
+    took its processes and memory with it, so there is nothing left to reap."""
+    node = footprint.get("node_id", "")
+    if not node:
+        return reap_here(footprint)
+    if node not in alive_nodes():
+        return 0
+    return on_node(node, reap_here, footprint, timeout_s=timeout_s)
+
+
+def resolve_on(node_id: str, path: NodePath, timeout_s: float = 60.0) -> Path:
+    """Create ``path`` on machine ``node_id`` and return it as that machine names it."""
+    return Path(on_node(node_id, _make_here, path, timeout_s=timeout_s))
+
+
+def _make_here(path: NodePath) -> str:
+    p = path.resolve()
+    p.mkdir(parents=True, exist_ok=True)
+    return str(p)

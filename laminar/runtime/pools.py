@@ -145,6 +145,7 @@ class ExperienceBuffer:
         self.rows: dict[str, dict] = {}  # traj_id -> ledger row
         self.duplicates: list[dict] = []  # deliveries of an id already held: dropped
         self.consumptions: list[str] = []  # traj ids, once per hand-over to a trainer step
+        self.takers: dict[int, object] = {}  # step -> the take waiting for it
         self.cond = asyncio.Condition()
 
     async def add(self, trajs: list[Traj]) -> int:
@@ -182,9 +183,23 @@ class ExperienceBuffer:
         return [tid for tid in traj_ids if tid in self.rows]
 
     async def take(self, groups: int, consumer_version: int, step: int) -> list[list[Traj]]:
-        """Wait for ``groups`` ready groups and hand them over, marked consumed (exactly once)."""
+        """Wait for ``groups`` ready groups and hand them over, marked consumed (exactly once).
+
+        A trainer takes each step once, so a take for ``step`` supersedes an earlier one for
+        that step or a later one: that was a dead trainer's (its call outlives it here), and
+        what it took goes back first, what it waits for is cancelled (it raises).
+        """
         async with self.cond:
-            await self.cond.wait_for(lambda: len(self.ready) >= groups)
+            self._give_back(step)
+            token = object()
+            self.takers[step] = token
+            self.cond.notify_all()
+            await self.cond.wait_for(
+                lambda: len(self.ready) >= groups or self.takers.get(step) is not token
+            )
+            if self.takers.get(step) is not token:
+                raise RuntimeError(f"take for step {step} superseded (its trainer died)")
+            del self.takers[step]
             out = [self.ready.popleft() for _ in range(groups)]
             now_s = self._now()
             for g in out:
@@ -195,24 +210,28 @@ class ExperienceBuffer:
             return out
 
     async def requeue_from(self, step: int) -> int:
-        """Give back what steps ``>= step`` took: their trainer died before finishing them.
-
-        The groups go back to the front of the queue in their order; returns how many.
-        """
+        """Give back what steps ``>= step`` took, and cancel their waiting takes: their
+        trainer died before finishing them. Returns how many groups went back."""
         async with self.cond:
-            back: dict[int, list[Traj]] = {}
-            for row in self.rows.values():
-                if row["consumed_version"] >= 0 and row.get("step", -1) >= step:
-                    t = row["traj"]
-                    back.setdefault(t.prompt_id, []).append(t)
-                    self.consumptions.remove(t.traj_id)
-                    row.update(consumed_version=-1, consumed_s=math.nan)
-                    row.pop("step", None)
-            order = sorted(back, key=lambda pid: min(t.gen_end_s for t in back[pid]))
-            for pid in reversed(order):
-                self.ready.appendleft(sorted(back[pid], key=lambda x: x.sample_index))
+            back = self._give_back(step)
             self.cond.notify_all()
-            return len(back)
+            return back
+
+    def _give_back(self, step: int) -> int:
+        for s in [s for s in self.takers if s >= step]:
+            del self.takers[s]  # a waiting take of a dead trainer: it raises when it wakes
+        back: dict[int, list[Traj]] = {}
+        for row in self.rows.values():
+            if row["consumed_version"] >= 0 and row.get("step", -1) >= step:
+                t = row["traj"]
+                back.setdefault(t.prompt_id, []).append(t)
+                self.consumptions.remove(t.traj_id)
+                row.update(consumed_version=-1, consumed_s=math.nan)
+                row.pop("step", None)
+        order = sorted(back, key=lambda pid: min(t.gen_end_s for t in back[pid]))
+        for pid in reversed(order):  # to the front, in the order they had
+            self.ready.appendleft(sorted(back[pid], key=lambda x: x.sample_index))
+        return len(back)
 
     async def state(self) -> dict:
         """The ledger rows (finished trajectories, consumed or not), for a resumed run."""

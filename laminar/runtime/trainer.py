@@ -18,6 +18,7 @@ from typing import Any
 
 from laminar.config import LaminarConfig
 from laminar.policy.staleness import staleness
+from laminar.runtime.nodes import local_path
 from laminar.runtime.weights import WeightPublisher
 
 # token-weighted parts add up over ranks; so does the ranks' CPU time (``train_cpu_s``: wall
@@ -32,9 +33,10 @@ class Trainer:
     the driver so that a restarted trainer lands on the same devices.
     """
 
-    def __init__(self, cfg_data: dict, work_dir: str, buffer: Any, placement_group: Any = None):
+    def __init__(self, cfg_data: dict, work_dir: Any, buffer: Any, placement_group: Any = None):
         self.cfg = LaminarConfig.model_validate(cfg_data)
-        self.work_dir = Path(work_dir)
+        self.work_spec = work_dir  # a NodePath: each rank resolves it on its own machine
+        self.work_dir = local_path(work_dir)
         self.buffer = buffer
         self.pg = placement_group
         self.publisher: WeightPublisher | None = None
@@ -49,7 +51,7 @@ class Trainer:
 
         if self.pg is None:
             self.pg = placement_group_for(self.cfg)
-        self.group = RankGroup(self.cfg, str(self.work_dir), self.pg)
+        self.group = RankGroup(self.cfg, self.work_spec, self.pg)
         self._info = {**self.group.all("build")[0], "trainer_ranks": self.group.world}
         return dict(self._info)
 

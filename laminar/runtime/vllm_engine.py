@@ -47,6 +47,10 @@ class VllmEngine:
             seed=s.seed,
             disable_log_stats=True,  # our stat logger below still receives scheduler stats
             gpu_memory_utilization=s.gpu_memory_fraction,
+            tensor_parallel_size=s.tensor_parallel_size,
+            # the actor holds the replica's devices (CUDA_VISIBLE_DEVICES): vLLM's own worker
+            # processes use them, rather than Ray actors of the actor's placement group
+            distributed_executor_backend="mp" if s.tensor_parallel_size > 1 else None,
         )
         self._llm = AsyncLLM.from_engine_args(args, stat_loggers=[self._stat_logger_factory()])
         cache = self._llm.vllm_config.cache_config

@@ -39,6 +39,7 @@ from laminar.sim.local import (
     runtime_config,
     runtime_workload,
 )
+from laminar.sim.registry import resolve_systems
 from laminar.sim.results import (
     SUMMARY_COLUMNS,
     replicas_frame,
@@ -47,7 +48,6 @@ from laminar.sim.results import (
     trajectories_frame,
 )
 from laminar.sim.steady import warmup_steps
-from laminar.sim.systems import resolve_systems
 from laminar.specs.memory import require_fit
 
 
@@ -118,7 +118,14 @@ def simulate(
         cost = placed_cost(config, cost_model_for(config))
     else:
         systems, run_cfg = resolve_systems(config.sim.systems), config
-        cost = cost_model_for(config)
+        try:
+            cost = cost_model_for(config)
+        except ConfigError as e:
+            if e.key_path != "model.name":
+                raise
+            hint = ("; a `laminar train` job is simulated with a calibrated cost file: "
+                    "laminar calibrate RUN_DIR -o cost.json, then --cost cost.json")  # fmt: skip
+            raise ConfigError(e.source, e.key_path, e.detail + hint) from None
     for cls in systems:  # every system's setup before any runs (fail in milliseconds)
         check_setup(run_cfg, cls(run_cfg), cost)
     if run_cfg is config:  # a runtime setting (CPU replicas) has no GPU memory to fit

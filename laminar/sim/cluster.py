@@ -37,6 +37,14 @@ def check_setup(cfg: LaminarConfig, system: System, cost: CostModel) -> GpuSplit
             f"a replica's GPUs (rollout_tp x rollout_ep = {tp}) must divide "
             f"gpus_per_machine ({gpm}) or be whole machines",
         )
+    if cfg.sim.rollout_batch_prompts > w.prompts_per_step:
+        # More than a global batch per take: the pool would wrap over and over (a hang).
+        raise ConfigError(
+            "config",
+            "sim.rollout_batch_prompts",
+            f"{cfg.sim.rollout_batch_prompts} is more than a global batch "
+            f"(workload.prompts_per_step {w.prompts_per_step})",
+        )
     split = system.split(cost)
     if split.trainer_gpus < 1:
         raise ConfigError(

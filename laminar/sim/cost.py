@@ -195,6 +195,8 @@ class CostModel:
 def load_cost_file(path: str | Path) -> CostModel:
     """Read a cost model from JSON; errors name the file and the coefficient."""
     p = Path(path)
+    if "\x00" in str(p):
+        raise ConfigError(repr(str(p)), "", "a path cannot hold a NUL character")
     try:
         data = json.loads(p.read_text())
     except OSError as e:

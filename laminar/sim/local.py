@@ -59,7 +59,7 @@ def cost_extras(cfg: LaminarConfig) -> dict | None:
         return None
     try:
         data = json.loads(Path(cfg.sim.cost_file).read_text())
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError):  # JSON, decoding, a NUL in the path
         return None  # ``load_cost_file`` reports the file's problem with its name
     block = data.get("runtime") if isinstance(data, dict) else None
     return block if isinstance(block, dict) else None

@@ -84,8 +84,10 @@ class Replica:
                 self.idle_since = None
                 self._busy(True)
                 continue
-            prefill_s = self._admit()
-            self._preempt_overflow()
+            # Most events are a completion with nobody waiting: skip the no-op calls.
+            prefill_s = self._admit() if self.waiting else 0.0
+            if self.kv + len(self.running) > self.capacity:
+                self._preempt_overflow()
             n = self._plan(prefill_s)
             self.in_segment = True
             try:

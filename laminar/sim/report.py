@@ -71,7 +71,7 @@ def steady_notes(summary: pd.DataFrame) -> list[str]:
             out.append(f"{row['system']}: steady state (no trend after the warm-up)")
         else:
             out.append(
-                f"{row['system']}: NOT steady state, the run is too short ({state}); "
-                "raise workload.steps"
+                f"{row['system']}: NOT steady state, the run is too short ({state}); raise "
+                "workload.steps (or sim.warmup_steps, if the trend is the warm-up's)"
             )
     return out

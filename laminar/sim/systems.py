@@ -12,7 +12,7 @@ chain, rollout manager, pools. A :class:`System` decides only what differs betwe
 
 The base class is Laminar itself (trajectory-level asynchrony, relay pulls, repack); a baseline
 is a small subclass that overrides the hooks it changes (``laminar.sim.baselines`` holds
-verl, one-step, stream and partial rollout; :func:`all_systems` lists every one).
+verl, one-step, stream and partial rollout; ``laminar.sim.registry`` names every one).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from laminar.config import LaminarConfig
-from laminar.errors import ConfigError
 from laminar.sim.cost import CostModel
 from laminar.specs.memory import decoupled_trainer_gpus
 
@@ -195,26 +194,3 @@ class Laminar(System):
 
 
 SYSTEMS: dict[str, type[System]] = {"laminar": Laminar}
-
-
-def all_systems() -> dict[str, type[System]]:
-    """Every system by name: :data:`SYSTEMS` and the baselines of ``laminar.sim.baselines``."""
-    from laminar.sim.baselines import BASELINES  # here: the baselines subclass System
-
-    return {**SYSTEMS, **{s.name: s for s in BASELINES}}
-
-
-def resolve_systems(names: list[str]) -> list[type[System]]:
-    """The system classes for ``sim.systems`` (``all``: every registered system)."""
-    registry = all_systems()
-    out: list[type[System]] = []
-    for name in names:
-        if name == "all":
-            out += [s for s in registry.values() if s not in out]
-        elif name in registry:
-            if registry[name] not in out:
-                out.append(registry[name])
-        else:
-            known = ", ".join([*registry, "all"])
-            raise ConfigError("config", "sim.systems", f"unknown system {name!r}; known: {known}")
-    return out

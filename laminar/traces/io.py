@@ -31,6 +31,8 @@ def read_trace(path: str | Path, *, max_response_len: int | None = None) -> pd.D
     Raises ``TraceError`` naming the file, and the row and column where the problem is.
     """
     path = Path(path)
+    if "\x00" in str(path):
+        raise TraceError(repr(str(path)), "a path cannot hold a NUL character")
     ext = _extension(path)
     if not path.is_file():
         raise TraceError(str(path), "not a file" if path.exists() else "no such file")

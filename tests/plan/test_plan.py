@@ -84,7 +84,7 @@ def test_the_plan_is_deterministic(small_plan):
 def test_rejections_name_their_reason():
     base = _base("model.name=qwen2.5-72b", "cluster.gpus_per_machine=4")
     space = SearchSpace(gpus=(32,), systems=("laminar",), trainer_fractions=(0.25, 0.5),
-                        rollout_tps=(1, 4, 8), max_batches=(64,), repack=(True,))  # fmt: skip
+                        rollout_tps=(1, 3, 4), max_batches=(64,), repack=(True,))  # fmt: skip
     df = run_plan(base, space, dataclasses.replace(OPTS, screen_keep=0.0)).points
     df = df.set_index(["trainer_gpus", "rollout_tp"])
     tp1 = df.loc[(16, 1)]  # 145 GB of weights on one GPU
@@ -93,14 +93,14 @@ def test_rejections_name_their_reason():
     small = df.loc[(8, 4)]  # 72B's trainer states need 16 GPUs
     assert small["status"] == "rejected" and small["bottleneck"] == "memory"
     assert "at least 16 trainer GPUs" in small["reason"]
-    assert df.loc[(16, 8), "status"] == "rejected"
-    assert "does not divide" in df.loc[(16, 8), "reason"]
+    assert df.loc[(16, 3), "status"] == "rejected"
+    assert "must divide" in df.loc[(16, 3), "reason"]
     assert df.loc[(16, 4), "status"] in ("short", "full")
 
 
-def test_a_point_the_simulator_refuses_is_rejected_with_its_message():
+def test_a_split_the_simulator_refuses_is_rejected_with_its_message():
     # A fault on rollout machine 1 needs two rollout machines: a 3-machine cluster with two
-    # trainer machines has one, so the simulator refuses that split (the screen lets it by).
+    # trainer machines has one, so the simulator refuses that split.
     base = _base("faults.events=[{type: relay, at_s: 1.0, machine: 1, recover_s: 5.0}]")
     space = SearchSpace(gpus=(24,), systems=("laminar",), trainer_fractions=(0.33, 0.67),
                         rollout_tps=(1,), max_batches=(64,), repack=(True,))  # fmt: skip
@@ -175,15 +175,22 @@ def test_cli_prints_the_top_table_and_prices(tmp_path, capsys):
     [
         (["--tp", "1,x"], "--tp"),
         (["--gpus", "0"], "--gpus"),
+        (["--gpus", "16,20"], "--gpus 16,20"),  # not whole 8-GPU machines
         (["--systems", "laminar,nope"], "--systems"),
         (["--trainer-fractions", "1.5"], "--trainer-fractions"),
         (["--vary", "sim.nope=1,2"], "sim.nope"),
         (["--vary", "sim.kv_watermark=0.01,7"], "sim.kv_watermark"),
         (["--short-steps", "1"], "--short-steps"),
+        (["--jobs", "0"], "--jobs"),
+        (["--gpu-hour-price", "nan"], "--gpu-hour-price"),
     ],
 )
 def test_cli_errors_exit_2_and_write_nothing(tmp_path, capsys, extra, names):
-    assert main(_cli(tmp_path, *extra)) == 2
+    try:
+        code = main(_cli(tmp_path, *extra))
+    except SystemExit as e:  # argparse's own checks
+        code = e.code
+    assert code == 2
     assert names in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
@@ -204,3 +211,16 @@ def test_cli_refuses_an_out_dir_holding_other_files(tmp_path, capsys):
     assert main(_cli(tmp_path, "--systems", "verl", "--tp", "1", "--max-batch", "8")) == 2
     assert (tmp_path / "out" / "notes.txt").read_text() == "mine"
     assert "--force" in capsys.readouterr().err
+
+
+def test_a_plan_with_nothing_feasible_still_writes_its_reasons(tmp_path):
+    from laminar.plan import top_table
+
+    base = _base("model.name=qwen2.5-72b")
+    space = SearchSpace(gpus=(16,), systems=("laminar", "verl"), rollout_tps=(1,),
+                        max_batches=(64,))  # fmt: skip
+    result = run_plan(base, space, OPTS)
+    assert result.best is None and (result.points["status"] == "rejected").all()
+    assert "no point was simulated" in top_table(result)
+    out = write_plan(result, tmp_path / "plan")
+    assert not (out / "best.yaml").exists() and (out / "pareto.png").exists()

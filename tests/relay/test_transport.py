@@ -7,7 +7,8 @@ import asyncio
 import pytest
 
 from laminar.runtime.relay.loop import shared_loop
-from laminar.runtime.relay.transport import LinkError, make_transport, recv_obj, send_obj
+from laminar.runtime.relay.transport import LinkError, recv_obj, send_obj
+from laminar.runtime.relay.transports import make_transport
 
 
 async def _echo_roundtrip(kind: str) -> None:

@@ -96,3 +96,11 @@ class LocalHandle:
 
 async def _awaitable(value):
     return await value if inspect.isawaitable(value) else value
+
+
+class SpecFakeEngine(FakeEngine):
+    """A :class:`FakeEngine` built like the real one, from an ``EngineSpec`` (kept for checks)."""
+
+    def __init__(self, spec):
+        super().__init__()
+        self.spec = spec

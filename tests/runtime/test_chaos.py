@@ -1,6 +1,7 @@
 """Chaos: a seeded run on emulated machines with one random kill of every kind.
 
-Three Ray nodes on this host (``m0`` holds Ray's head), the relay tier on (one relay per node),
+Three emulated machines (``laminar.runtime.emulate``: Ray nodes on this host; ``m0`` holds
+Ray's head), the relay tier on (one relay per node),
 two rollouts. ``chaos_plan(seed)`` puts a ``kill-rollout``, ``kill-engine``, ``kill-machine``,
 ``kill-relay`` and ``kill-trainer`` at random steps. The run must finish its steps with nothing
 lost and nothing consumed twice, each fault detected and recovered, and leave no process or
@@ -19,7 +20,7 @@ import pytest
 
 from laminar.cli import main
 from laminar.config.runtime_faults import KINDS, chaos_plan
-from laminar.runtime.faults.machines import LocalMachines, register, unregister
+from laminar.runtime.faults.machines import register, unregister
 from tests.runtime.test_train_e2e import _leftovers, _small
 
 pytestmark = pytest.mark.slow
@@ -28,16 +29,15 @@ SEED, STEPS = 3, 6
 
 
 @pytest.fixture
-def machines(monkeypatch):
-    for k, v in {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}.items():
-        monkeypatch.setenv(k, v)
-    m = LocalMachines(3)
-    register(m)
-    try:
-        yield m
-    finally:
-        unregister(m)
-        m.shutdown()
+def machines():
+    from laminar.runtime.emulate import EmulatedCluster
+
+    with EmulatedCluster(machines=3, gpus_per_machine=0, cpus_per_machine=2) as emu:
+        register(emu)
+        try:
+            yield emu
+        finally:
+            unregister(emu)
 
 
 def test_seeded_chaos_every_kind_nothing_lost(tmp_path, machines):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from laminar.config.runtime import RepeatTask
 from laminar.runtime.pools import ExperienceBuffer, PartialResponsePool, PromptPool
 from laminar.runtime.records import Traj, traj_id
@@ -122,3 +124,28 @@ def test_streamer_close_never_cuts_a_flush_in_half():
     asyncio.run(go())
     assert [r["traj"].traj_id for r in buf.rows.values()] == ["p0-s0"]
     assert pool.pending() == []  # finished: in the buffer and out of the partial pool
+
+
+def test_a_dead_trainers_take_is_superseded_and_gives_back_what_it_took():
+    """The dead trainer's take outlives it in the buffer: the retried step's take cancels it
+    (still waiting) or gives back what it took (already served), so nothing is consumed by a
+    trainer that never trained on it."""
+    buf = ExperienceBuffer(samples_per_prompt=1, t0_s=0.0)
+
+    async def go():
+        orphan = asyncio.create_task(buf.take(2, consumer_version=0, step=0))  # dead caller
+        await asyncio.sleep(0.01)
+        retry = asyncio.create_task(buf.take(2, consumer_version=0, step=0))  # new trainer
+        await asyncio.sleep(0.01)
+        with pytest.raises(RuntimeError, match="superseded"):
+            await orphan
+        await buf.add([_traj(0, 0), _traj(1, 0), _traj(2, 0)])
+        served = await retry
+        # served, then its trainer died too: the next retry gets the same groups back
+        again = await buf.take(2, consumer_version=0, step=0)
+        return served, again, await buf.delivery_report()
+
+    served, again, report = asyncio.run(go())
+    assert [g[0].traj_id for g in again] == [g[0].traj_id for g in served]
+    assert report["consumed_twice"] == []
+    assert sum(r["consumed_version"] >= 0 for r in buf.rows.values()) == 2

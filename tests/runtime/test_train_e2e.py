@@ -96,7 +96,9 @@ def test_train_laminar_end_to_end_and_cleanup(tmp_path, capsys):
     tmp_before = set(os.listdir(tempfile.gettempdir()))
     pids_before = set(psutil.pids())
     # A rollout dies after step 1 (its machine failing); the run must still lose nothing.
-    assert main(_small(tmp_path, "laminar", 3, "runtime.kill_rollout_at_step=1")) == 0
+    # (No replacement engine here: test_faults_e2e.py covers replacements.)
+    extra = ("runtime.kill_rollout_at_step=1", "runtime.faults.replace_dead=false")
+    assert main(_small(tmp_path, "laminar", 3, *extra)) == 0
     run = tmp_path / "run-laminar"
     summary = json.loads((run / "summary.json").read_text())
     assert set(summary) >= SUMMARY_KEYS

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from laminar.sim import simulate
-from laminar.sim.systems import all_systems, resolve_systems
+from laminar.sim.registry import all_systems, resolve_systems
 
 from .conftest import small_config
 

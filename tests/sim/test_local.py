@@ -122,3 +122,11 @@ def test_simulate_cli_with_cost(tmp_path, capsys):
     assert rc == 0
     assert "sync" in capsys.readouterr().out
     assert (tmp_path / "out" / "summary.csv").is_file()
+
+
+def test_a_train_config_without_cost_file_says_what_to_do(tmp_path, capsys):
+    rc = main(["simulate", "--preset", "tiny-cpu", "--out", str(tmp_path / "out")])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "model.name" in err and "laminar calibrate" in err
+    assert not (tmp_path / "out").exists()

@@ -29,16 +29,23 @@ class FaultDeferred(FaultNotApplicable):
 
 
 def choose_rollout(a: Any, target: str | None) -> str:
-    """The target rollout, or the last live one (never the only one left); rollouts already
-    hit by a fault whose recovery is not over are not chosen again."""
+    """The target rollout, or the last healthy one. Rollouts already hit by a fault whose
+    recovery is not over are not chosen again. The last healthy rollout is chosen only when
+    dead rollouts are replaced (``runtime.faults.replace_dead``): the run then waits for a
+    replacement, its trajectories kept in the partial pool meanwhile."""
     hit = {f.get("target") for f in a.info.get("faults", []) if f.get("open")}
     live = [rid for rid in a.live() if rid not in hit]
     if target is not None:
         if target not in live:
-            raise FaultNotApplicable(f"no live rollout {target!r} (live: {', '.join(live)})")
+            raise FaultNotApplicable(f"no healthy rollout {target!r} (healthy: {live})")
         return target
-    if len(live) < 2:
-        raise FaultDeferred("fewer than two healthy rollouts: killing one would stop the run")
+    if not live:
+        raise FaultDeferred("no healthy rollout now (replacements still starting)")
+    if len(live) < 2 and not a.info.get("replace_dead", False):
+        raise FaultNotApplicable(
+            "one healthy rollout left and runtime.faults.replace_dead is off: killing it would "
+            "stop the run"
+        )
     return live[-1]
 
 
@@ -67,19 +74,13 @@ def kill_engine(a: Any, target: str | None) -> dict:
 
 
 def reap(a: Any, rid: str) -> None:
-    """Kill what a dead rollout's engine left on this machine (its processes, by pid and start
-    time, so never a recycled pid) and unlink the shared-memory files they mapped."""
-    import psutil
+    """Kill what a dead rollout's engine left on its machine (its processes, by pid and start
+    time, so never a recycled pid) and unlink the shared-memory files they mapped: a task on
+    that machine does it (``laminar.runtime.nodes.reap_on_node``)."""
+    from laminar.runtime.nodes import reap_on_node
 
-    footprint = a.procs.get(rid, {})
-    for pid, created in footprint.get("pids", []):
-        with contextlib.suppress(psutil.Error):
-            proc = psutil.Process(pid)
-            if proc.create_time() == created:
-                proc.kill()
-    for path in footprint.get("shm", []):
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+    with contextlib.suppress(Exception):  # cleanup must not fail the run's teardown
+        reap_on_node(a.procs.get(rid, {}))
 
 
 def sweep_run_processes(run_id: str) -> list[int]:

@@ -17,37 +17,6 @@ from laminar.runtime.faults.inject import FaultDeferred, FaultNotApplicable
 _CLUSTERS: dict[str, Any] = {}
 
 
-class LocalMachines:
-    """``n`` Ray nodes on this host (``m0`` the head) with the interface :class:`MachineFaults`
-    needs (``address``, ``nodes`` by name with ``node_id``, ``kill(name)``): the emulated
-    cluster of ``laminar.runtime.emulate`` does the same with per-machine roots and
-    resources."""
-
-    def __init__(self, n: int, cpus: int = 2, object_store_bytes: int = 100 * 1024**2):
-        import os
-
-        from ray.cluster_utils import Cluster
-
-        for key in ("RAY_USAGE_STATS_ENABLED", "RAY_AUTH_MODE"):  # quiet, no token files
-            os.environ.setdefault(key, "0" if key.startswith("RAY_USAGE") else "disabled")
-        args = {"num_cpus": cpus, "object_store_memory": object_store_bytes}
-        self._cluster = Cluster(initialize_head=True, head_node_args=args)
-        self.nodes = {"m0": self._cluster.head_node}
-        for i in range(1, n):
-            self.nodes[f"m{i}"] = self._cluster.add_node(**args)
-
-    @property
-    def address(self) -> str:
-        return self._cluster.address
-
-    def kill(self, name: str) -> None:
-        """Remove node ``name`` without a graceful shutdown (a machine failure)."""
-        self._cluster.remove_node(self.nodes.pop(name), allow_graceful=False)
-
-    def shutdown(self) -> None:
-        self._cluster.shutdown()
-
-
 def register(cluster: Any) -> None:
     """Let runs that join ``cluster.address`` kill its machines."""
     _CLUSTERS[cluster.address] = cluster
@@ -69,27 +38,31 @@ class MachineFaults:
         self.cluster = cluster
 
     def kill(self, target: str | None, a: Any) -> dict:
-        """Kill machine ``target`` (a name such as ``m1``), by default the last one with a
-        live rollout that holds neither the trainer nor Ray's head; returns the record."""
+        """Kill machine ``target`` (a name such as ``m1``), by default the last one but Ray's
+        head (it holds Ray's own state) with a healthy rollout; the trainer, a relay, anything
+        else on it dies with it. Returns the record."""
         from laminar.runtime import cluster as rc
 
         head = self.cluster.nodes.get("m0")
-        spared = {rc.node_of(a.trainer), head.node_id if head else None}
+        # Ray's head holds Ray's own state; the data tier (pools, manager) is the run's ledger,
+        # which the paper keeps on reliable machines: neither is a machine to lose here.
+        spared = {head.node_id if head is not None else None}
+        spared |= {rc.node_of(h) for h in (a.prompts, a.partial, a.buffer, a.manager)}
         hit = {f.get("target") for f in a.info.get("faults", []) if f.get("open")}
         where = {rid: rc.node_of(h) for rid, h in a.live().items() if rid not in hit}
         names = {m.node_id: name for name, m in self.cluster.nodes.items()}
         if target is None:
-            candidates = [names[n] for n in where.values() if n not in spared and n in names]
-            if not candidates:  # e.g. the others' rollouts are still being replaced
-                raise FaultDeferred("no machine with healthy rollouts but without the trainer")
-            target = sorted(set(candidates))[-1]
+            candidates = {names[n] for n in where.values() if n not in spared and n in names}
+            if not candidates:  # e.g. the rollouts elsewhere are still being replaced
+                raise FaultDeferred("no machine with a healthy rollout can be lost now")
+            target = sorted(candidates)[-1]
         m = self.cluster.nodes.get(target)
         if m is None:
             raise FaultNotApplicable(f"no machine {target!r} (have {sorted(self.cluster.nodes)})")
         if m.node_id in spared:
-            raise FaultNotApplicable(f"machine {target} holds the trainer or Ray's head")
+            raise FaultNotApplicable(f"machine {target} holds Ray's head or the run's pools")
         rollouts = sorted(rid for rid, n in where.items() if n == m.node_id)
-        if len(rollouts) >= len(where):
-            raise FaultDeferred(f"machine {target} holds every healthy rollout")
+        trainer_there = rc.node_of(a.trainer) == m.node_id
         self.cluster.kill(target)
-        return {"target": target, "rollouts": rollouts, "node_id": m.node_id}
+        return {"target": target, "rollouts": rollouts, "node_id": m.node_id,
+                "trainer_too": trainer_there}  # fmt: skip

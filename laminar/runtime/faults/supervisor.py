@@ -61,12 +61,14 @@ class Supervisor:
         self.on_change = on_change
         self.pending = [s for s in scheduled_faults(cfg) if s.text() not in done]
         self.faults: list[dict] = a.info.setdefault("faults", [])
+        a.info["replace_dead"] = bool(cfg.runtime.faults.replace_dead and spawn)
         self.loops: dict[str, Any] = {}  # rollout -> its run_laminar call (laminar mode)
         self.starting: dict[str, tuple[Any, Any, int, float]] = {}
         self.index = {rid: i for i, rid in enumerate(a.rollouts)}  # rollout -> its slot
         self.seen_events = 0
         self.loop_t0 = time.time()
         self.last_step = -1
+        self.last_tick = time.monotonic()
         self.stopping = False
 
     # -- the clock of the run ---------------------------------------------------------------
@@ -136,12 +138,16 @@ class Supervisor:
     # -- scheduled faults -------------------------------------------------------------------
 
     def after_step(self, step: int) -> None:
-        """Inject the faults scheduled right after trainer step ``step``."""
+        """Inject the faults scheduled right after trainer step ``step``; then a poll if one
+        is due (steps that never wait on their batch would otherwise never poll)."""
         due = [s for s in self.pending if s.step is not None and s.step <= step]
         self._inject(due, step)
+        if time.monotonic() - self.last_tick >= self.cfg.runtime.faults.poll_s:
+            self.tick()
 
     def tick(self) -> None:
         """One poll: due timed faults, deaths seen by the manager, replacements coming up."""
+        self.last_tick = time.monotonic()
         elapsed = time.time() - self.loop_t0
         due = [
             s
@@ -161,10 +167,10 @@ class Supervisor:
             rec = {"kind": spec.kind, "spec": spec.text(), "at_s": self.now_s(), "step": step}
             try:
                 rec.update(inject(self.a, spec))
-            except FaultDeferred:
+            except FaultDeferred as e:
                 if self.starting or self._recovering():
                     continue  # stays pending: tried again at the next poll
-                rec.update(skipped="fewer than two healthy rollouts")
+                rec.update(skipped=str(e))
             except FaultNotApplicable as e:
                 rec.update(skipped=str(e))
             self.pending.remove(spec)

@@ -30,7 +30,7 @@ from laminar.runtime.relay.proc import RelayProcesses
 from laminar.runtime.relay.publisher import RelayPublisher
 from laminar.runtime.relay.store import map_file
 from laminar.runtime.relay.stream import ChainSender, Layout, LocalSource
-from laminar.runtime.relay.transport import make_transport
+from laminar.runtime.relay.transports import make_transport
 
 MIB = 1 << 20
 PROBE_CHUNK_BYTES = MIB  # β is measured with 1 MiB chunks and the relay's window in flight

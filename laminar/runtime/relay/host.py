@@ -11,7 +11,7 @@ from pathlib import Path
 from laminar.runtime.relay.loop import shared_loop
 from laminar.runtime.relay.node import RelayInfo, RelayNode
 from laminar.runtime.relay.store import RelayStore
-from laminar.runtime.relay.transport import make_transport
+from laminar.runtime.relay.transports import make_transport
 
 
 class RelayHost:

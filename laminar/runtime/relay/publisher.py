@@ -29,7 +29,7 @@ from laminar.runtime.relay.manager import RelayManager
 from laminar.runtime.relay.node import RelayInfo
 from laminar.runtime.relay.store import Mapped, map_file
 from laminar.runtime.relay.stream import ChainSender, Layout, LocalSource, layout_for, new_result
-from laminar.runtime.relay.transport import make_transport
+from laminar.runtime.relay.transports import make_transport
 from laminar.runtime.weights import (
     CONFIG_NAME,
     complete_version_dir,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from laminar.config.policy import RelayConfig
+from laminar.runtime.nodes import NodePath, local_path
 from laminar.runtime.relay.node import RelayInfo
 from laminar.runtime.relay.publisher import RelayError, RelayPublisher, RelaySource
 
@@ -35,7 +36,7 @@ class RelayWorker:
     """The relay on one machine (paper §4.2), as a Ray actor: weights in this node's /dev/shm."""
 
     def __init__(
-        self, relay_id: str, root: str, relay_cfg: dict, ports: tuple[int, int] = (0, 0)
+        self, relay_id: str, root: str | NodePath, relay_cfg: dict, ports: tuple[int, int] = (0, 0)
     ):
         import ray
 
@@ -44,7 +45,7 @@ class RelayWorker:
         cfg = RelayConfig.model_validate(relay_cfg)
         self.host = RelayHost(
             relay_id,
-            root,
+            local_path(root),  # a NodePath: this machine's shared memory
             transport=cfg.transport,
             ucx_tls=cfg.ucx_tls,
             host=ray.util.get_node_ip_address(),
@@ -64,9 +65,12 @@ class RelayWorker:
         self.host.stop()
 
 
-def start_relay_workers(relay_cfg: RelayConfig, shm_dir: str | Path) -> list[tuple[Any, RelayInfo]]:
+def start_relay_workers(
+    relay_cfg: RelayConfig, shm_dir: str | Path | NodePath
+) -> list[tuple[Any, RelayInfo]]:
     """One :class:`RelayWorker` on every alive Ray node, ``relay-0``.. in node-id order (ids
-    that encode placement give ``plan_chain`` a stable order); returns (handle, info) pairs."""
+    that encode placement give ``plan_chain`` a stable order); returns (handle, info) pairs.
+    ``shm_dir`` a :class:`NodePath`: each relay's store is on its own machine."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -78,7 +82,8 @@ def start_relay_workers(relay_cfg: RelayConfig, shm_dir: str | Path) -> list[tup
             num_cpus=0, scheduling_strategy=strategy, max_concurrency=4
         )
         rid = f"relay-{i}"
-        handles.append(actor.remote(rid, str(Path(shm_dir) / rid), relay_cfg.model_dump()))
+        root = shm_dir / rid if isinstance(shm_dir, NodePath) else str(Path(shm_dir) / rid)
+        handles.append(actor.remote(rid, root, relay_cfg.model_dump()))
     infos = [RelayInfo.from_json(d) for d in ray.get([h.info.remote() for h in handles])]
     return list(zip(handles, infos, strict=True))
 
@@ -174,17 +179,21 @@ class RelayWeightPath:
             self._publisher = None
 
 
-def weight_path_for(cfg: Any, shm_dir: str | Path, config_json: str) -> tuple[Any, Any]:
+def weight_path_for(
+    cfg: Any, shm_dir: str | Path | NodePath, config_json: str, *, store_dir: str | Path = ""
+) -> tuple[Any, Any]:
     """The run's weight path and a function that tears it down.
 
     ``relay.enabled``: relay workers on every node and a :class:`RelayWeightPath`; otherwise the
-    runtime's single-machine ``ShmWeightStore`` under ``shm_dir/weights`` (the default)."""
+    runtime's single-machine ``ShmWeightStore`` under ``shm_dir/weights`` (the default), or in
+    ``store_dir``: a directory on the machine of the trainer and the rollouts."""
     if not cfg.relay.enabled:
         from laminar.runtime.weights import ShmWeightStore
 
-        store = ShmWeightStore(Path(shm_dir) / "weights", config_json)
+        store = ShmWeightStore(store_dir or local_path(shm_dir) / "weights", config_json)
         return store, store.close
-    workers = start_relay_workers(cfg.relay, Path(shm_dir) / "relays")
+    relays = shm_dir / "relays" if isinstance(shm_dir, NodePath) else Path(shm_dir) / "relays"
+    workers = start_relay_workers(cfg.relay, relays)
     path = RelayWeightPath([info for _, info in workers], cfg.relay, config_json)
     path._workers = workers  # the driver's copy only (not pickled): restarts replace entries
 

@@ -81,24 +81,6 @@ async def recv_obj(link: Link, tag: int) -> Any:
     return json.loads(body)
 
 
-def make_transport(
-    kind: str, *, ucx_tls: str = "tcp,self", link_bytes_per_s: float = 0.0
-) -> Transport:
-    """``"ucx"`` (ucxx, over the UCX transports ``ucx_tls``) or ``"tcp"`` (plain sockets);
-    ``link_bytes_per_s`` > 0 paces every link to that bandwidth (:class:`PacedTransport`)."""
-    if link_bytes_per_s < 0:
-        raise ValueError(f"link_bytes_per_s must be >= 0, got {link_bytes_per_s}")
-    if kind == "tcp":
-        inner: Transport = TcpTransport()
-    elif kind == "ucx":
-        from laminar.runtime.relay.ucx import UcxTransport
-
-        inner = UcxTransport(tls=ucx_tls)
-    else:
-        raise ValueError(f"unknown relay transport {kind!r} (expected 'ucx' or 'tcp')")
-    return PacedTransport(inner, link_bytes_per_s) if link_bytes_per_s else inner
-
-
 class PacedLink(Link):
     """A link held to ``bytes_per_s``, as if each message crossed a wire of that bandwidth.
 

