@@ -122,6 +122,8 @@ def make_model_dir(
             model = Qwen2ForCausalLM(config).to(getattr(torch, dtype))
         model.save_pretrained(out, safe_serialization=True)
         del model
+        if device != "cpu":
+            torch.cuda.empty_cache()  # the caller's later work may need this GPU's memory
     else:
         config.save_pretrained(out)
     tok.save_pretrained(out)
