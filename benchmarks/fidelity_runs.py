@@ -36,9 +36,9 @@ def _job_settings(cfg):
     rt, w = cfg.runtime, cfg.workload
 
     def apply(worker) -> None:
-        from laminar.runtime.task import RepeatTaskGen
+        from laminar.runtime.task import make_task
 
-        worker.gen = RepeatTaskGen(rt.task, seed=cfg.seed, max_answer_len=w.max_response_len - 1)
+        worker.gen = make_task(rt.task, seed=cfg.seed, max_answer_len=w.max_response_len - 1)
         worker.max_response_len = w.max_response_len
         worker.samples_per_prompt = w.samples_per_prompt
         worker.max_batch = rt.max_batch

@@ -50,14 +50,23 @@ def calibrate(run_dirs: Sequence[str | Path]) -> tuple[dict, list[Fit]]:
     try:
         engine = fit_engine(runs)
         trainers = fit_trainer(runs)
+        cpu = fit_trainer(runs, "train_cpu_s")
         transfers = fit_transfer(runs)
         refill = fit_refill(runs)
     except ValueError as e:
         raise RunDirError(f"{', '.join(str(r.path) for r in runs)}: {e}") from None
     if not trainers:
         raise RunDirError(f"{runs[0].path}: no trainer step recorded in any run")
-    fits = [engine, *trainers, *transfers, refill]
-    return _cost_content(runs, engine, trainers, transfers, refill), fits
+    fits = [engine, *trainers, *cpu, *transfers, refill]
+    content = _cost_content(runs, engine, trainers, transfers, refill)
+    # The trainer's CPU seconds (not what the simulator charges: what a step costs with its
+    # cores to itself; wall = CPU / the CPU share the machine gives it).
+    content["runtime"]["trainer_cpu"] = {
+        f.note: {"flop_per_s": f.values["train_flop_per_s"],
+                 "step_base_s": f.values["train_step_base_s"]} for f in cpu
+    }  # fmt: skip
+    content["fit"].update({f.name: asdict(f) for f in cpu})
+    return content, fits
 
 
 def _cost_content(runs: list[RunData], engine: Fit, trainers: list[Fit], transfers: list[Fit],
@@ -95,6 +104,9 @@ def _cost_content(runs: list[RunData], engine: Fit, trainers: list[Fit], transfe
     content = json.loads(model.to_json())
     content["runtime"] = {
         "trainer_flop_per_s_by_threads": {f.note: f.values["train_flop_per_s"] for f in trainers},
+        "trainer_step_base_s_by_threads": {
+            f.note: f.values["train_step_base_s"] for f in trainers
+        },
         "refill_latency_s": refill.values["refill_latency_s"],
         "core_sharing_alpha": engine.values["core_sharing_alpha"],
         "engine_factor_by_mode": engine.values["mode_factors"],

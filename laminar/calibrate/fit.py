@@ -13,12 +13,12 @@ Terms, each fitted by ``scipy.optimize.least_squares`` with coefficients >= 0:
   short cannot separate a squared term (``prefill_per_token_sq_s`` = 0). Plain least squares,
   not a robust loss: steps that another process interrupted are part of what a run costs
   here, and throughput is a sum of step times, so the fit must match their mean.
-- **trainer**: a step's wall seconds = (``train_flop_per_token`` x tokens +
+- **trainer**: a step's wall seconds = base + (``train_flop_per_token`` x tokens +
   ``train_flop_per_token_sq`` x squared lengths) / rate, with the FLOP counts of the model
-  (8 x params, 8 x layers x hidden, as ``laminar.sim.costdata`` counts them); the rate is
-  fitted per trainer thread count (``runtime.trainer_flop_per_s_by_threads``) as total FLOPs
-  over total seconds, so the model charges the calibration runs exactly the time they spent
-  (step 0 left out: a fresh trainer's first step pays torch's warm-up).
+  (8 x params, 8 x layers x hidden, as ``laminar.sim.costdata`` counts them); base and rate
+  are fitted per trainer thread count (``runtime.trainer_step_base_s_by_threads``,
+  ``runtime.trainer_flop_per_s_by_threads``); step 0 is left out (a fresh trainer's first
+  step pays torch's warm-up).
 - **weights**: ``rdma_bytes_per_s`` = weight bytes / median publish seconds (the actor stall:
   one copy into ``/dev/shm``); ``pcie_bytes_per_s`` = weight bytes / median load seconds.
 
@@ -147,16 +147,19 @@ def train_flops(run: RunData) -> tuple[float, float]:
     return TRAIN_FLOP_PER_PARAM_TOKEN * params, per_sq
 
 
-def fit_trainer(runs: list[RunData]) -> list[Fit]:
-    """One rate per trainer thread count (module docstring)."""
+def fit_trainer(runs: list[RunData], column: str = "train_s") -> list[Fit]:
+    """One rate per trainer thread count (module docstring); ``column="train_cpu_s"`` fits
+    the trainer's CPU seconds instead of its wall seconds (what it costs on cores of its own)."""
     by_threads: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
     for run in runs:
+        if column not in run.trainer:
+            continue
         f1, f2 = train_flops(run)
         # The first step of a fresh trainer pays torch's warm-up (allocations, first backward).
-        tr = run.trainer[(run.trainer["train_s"] > 0) & (run.trainer["step"] > 0)]
+        tr = run.trainer[(run.trainer[column] > 0) & (run.trainer["step"] > 0)]
         flop = f1 * tr["tokens"].to_numpy(float) + f2 * tr["tokens_sq"].to_numpy(float)
         by_threads.setdefault(int(run.machine["trainer_threads"]), []).append(
-            (flop, tr["train_s"].to_numpy(float))
+            (flop, tr[column].to_numpy(float))
         )
     fits = []
     for threads, parts in sorted(by_threads.items()):
@@ -164,20 +167,26 @@ def fit_trainer(runs: list[RunData]) -> list[Fit]:
         secs = np.concatenate([s for _, s in parts])
         if len(flop) == 0:
             continue
-        sec_per_gflop = _through_origin(flop / 1e9, secs)
-        r2, med, p90 = quality(secs, sec_per_gflop * flop / 1e9)
-        rate = 1e9 / sec_per_gflop
-        fits.append(Fit(f"trainer ({threads} thread{'s' * (threads > 1)})",
-                        {"train_flop_per_s": rate}, len(secs), r2, med, p90,
-                        f"{threads}"))  # fmt: skip
+        base_s, sec_per_gflop = _line(flop / 1e9, secs)
+        r2, med, p90 = quality(secs, base_s + sec_per_gflop * flop / 1e9)
+        rate = 1e9 / max(sec_per_gflop, 1e-12)
+        what = "trainer CPU" if column == "train_cpu_s" else "trainer"
+        fits.append(Fit(f"{what} ({threads} thread{'s' * (threads > 1)})",
+                        {"train_flop_per_s": rate, "train_step_base_s": base_s}, len(secs),
+                        r2, med, p90, f"{threads}"))  # fmt: skip
     return fits
 
 
-def _through_origin(x: np.ndarray, y: np.ndarray) -> float:
-    """The slope c of y = c x that reproduces the total: sum(y) / sum(x). The trainer's steps
-    on a shared machine carry a large, variable overhead; the ratio keeps the time the model
-    charges for a run equal to the time the runs took (the quantity throughput depends on)."""
-    return float(np.sum(y) / max(np.sum(x), 1e-30))
+def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """(a, b) >= 0 of y = a + b x by least squares; b alone (through the origin) when the x
+    do not vary enough to separate them. A tiny model's step is mostly fixed cost (Python and
+    kernel launches per micro-batch, the optimizer), so the intercept matters."""
+    if len(x) >= 3 and np.ptp(x) > 0.2 * np.mean(x):
+        res = least_squares(lambda c: c[0] + c[1] * x - y, [float(np.median(y)) / 2,
+                            float(np.median(y / np.maximum(x, 1e-12))) / 2],
+                            bounds=(0.0, np.inf))  # fmt: skip
+        return float(res.x[0]), float(res.x[1])
+    return 0.0, float(np.sum(y) / max(np.sum(x), 1e-30))
 
 
 def fit_transfer(runs: list[RunData]) -> list[Fit]:

@@ -151,6 +151,7 @@ def _machine(cfg, result: dict) -> dict:
         "rollout_cpus": [list(c) for c in where.rollout_cpus],
         "trainer_cpus": list(where.trainer_cpus),
         "trainer_threads": where.trainer_threads(rt.trainer_threads),
+        "trainer_ranks": getattr(rt, "trainer_ranks", 1),
         "rollout_threads": rt.rollout_threads,
         "max_batch": rt.max_batch,
         "kv_capacity_tokens": min(caps) if caps else None,

