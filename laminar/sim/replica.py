@@ -287,7 +287,7 @@ class Replica:
             TrajectoryState(t.sid, t.prompt_len + t.gen_at_admit + steps - t.admit_step)
             for t in self.running.values()
         ]
-        trajs.extend(TrajectoryState(t.sid, t.prompt_len + t.generated) for t in self.waiting)
+        trajs += [TrajectoryState(t.sid, t.prompt_len + t.generated) for t in self.waiting]
         return ReplicaState(
             self.rid,
             self.version,
