@@ -1,6 +1,7 @@
 """Time the simulator (issue 4 speed goals).
 
     python benchmarks/bench_sim.py [--repeats 3] [--quick] [--headline-only [--against DIR]]
+    python benchmarks/bench_sim.py --phases
 
 1. ``paper-math-7b`` at 1024 GPUs for 20 trainer steps, whole ``simulate()`` call (workload
    synthesis and tables included), median of ``--repeats``. Goal: <= 20 s (issue 4); issue 14
@@ -9,6 +10,9 @@
    older ``laminar`` package, e.g. ``git archive main laminar | tar -x -C DIR``), each repeat
    also runs both modes on that code, in a fresh process per run, alternating with this
    code's, so a before/after ratio is measured side by side under the same machine load.
+   ``--phases``: where the summary-only headline's CPU time goes (the rollout manager's repack
+   checks, prompt hand-out, trainer consumption, SimPy's own event loop), by timing those
+   calls in place, next to the whole call.
 2. Event skipping vs the one-step-per-event reference stepper, side by side, on medium configs
    (the 7B preset at 64 and 256 GPUs, 64/128 prompts x 16 per step, 3 steps, 16K and 32K max
    response; per-replica series off in both, as the reference stepper would record a point per
@@ -111,6 +115,65 @@ def against(repeats: int, src: str) -> dict:
     return out
 
 
+def phases() -> dict:
+    """CPU seconds of the summary-only headline spent in a few named calls (wrapped in place,
+    a handful of calls each, so the timing barely disturbs the run), and of SimPy alone: as
+    many bare timeouts as the run processed events, over as many processes as replicas."""
+    import simpy
+
+    from laminar.sim import manager, pools, trainer
+
+    spent: dict[str, float] = {}
+
+    def wrap(owner, name: str, key: str) -> None:
+        inner = getattr(owner, name)
+
+        def timed_call(*args, **kwargs):
+            c0 = time.process_time()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                spent[key] = spent.get(key, 0.0) + time.process_time() - c0
+
+        setattr(owner, name, timed_call)
+
+    wrap(manager.RolloutManager, "check", "repack checks (all)")
+    wrap(manager.RolloutManager, "_snapshots", "repack checks: snapshots")
+    wrap(manager, "plan_repack", "repack checks: policy plan_repack")
+    wrap(pools.PromptPool, "take", "prompt hand-out (trajectory records)")
+    wrap(trainer.Trainer, "_consume", "trainer consumption")
+    cfg = load_config(preset="paper-math-7b", overrides=[])
+    events = {"n": 0}
+    step = simpy.Environment.step
+
+    def counted_step(env):
+        events["n"] += 1
+        step(env)
+
+    simpy.Environment.step = counted_step
+    try:
+        c0 = time.process_time()
+        result = simulate(cfg, summary_only=True)
+        total = time.process_time() - c0
+    finally:
+        simpy.Environment.step = step
+    env = simpy.Environment()
+    replicas = int(result.summary.iloc[0]["replicas"])
+    per = events["n"] // replicas + 1
+
+    def bare(env):
+        for i in range(per):
+            yield env.timeout(1.0 + i * 1e-3)
+
+    for _ in range(replicas):
+        env.process(bare(env))
+    c0 = time.process_time()
+    env.run()
+    spent["SimPy alone (bare timeouts)"] = time.process_time() - c0
+    return {"cpu_s": total, "events": events["n"], "phases_cpu_s": spent,
+            "timings_s": result.timings_s}
+
+
 def headline(repeats: int) -> dict:
     """The headline run, whole ``simulate()`` (tables included) and in the planner's
     summary-only mode (``laminar.plan``), alternating so both see the same machine load."""
@@ -186,9 +249,13 @@ def main() -> None:
     ap.add_argument("--headline-only", action="store_true", help="part 1 only")
     ap.add_argument("--against", metavar="DIR", help="with --headline-only: before/after, "
                     "DIR holding the older laminar package")
+    ap.add_argument("--phases", action="store_true", help="where the headline's time goes")
     ap.add_argument("--one-headline", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--summary-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.phases:
+        print(json.dumps({"phases": phases()}, indent=2))
+        return
     if args.one_headline:  # a child of ``against``
         print(json.dumps(timed("paper-math-7b", [], summary_only=args.summary_only)))
         return
