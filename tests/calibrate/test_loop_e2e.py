@@ -2,8 +2,10 @@
 
 ``laminar train`` writes ``profile/``; ``laminar calibrate`` fits a cost file from it;
 ``laminar simulate`` of the run's own ``config.yaml`` with ``--cost`` (replaying its response
-lengths) predicts the run. On a busy 2-core machine a short run is noisy, so the bound is loose
-(within a factor 1.6 of the measured step time); a broken model misses by far more.
+lengths) predicts the run. On a busy 2-core machine a run this short is noisy (its steps take
+0.05-0.5 s each, and other processes take their share of the cores), so the bound is loose: the
+mean step time and the train tokens/s within a factor 2 of the measured ones. A broken model
+(a unit, a missing term, no samples) misses by far more.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ def test_calibrate_simulate_compare(tmp_path, capsys):
             "runtime.rollouts=1", "runtime.eval_prompts=0", "runtime.warmup.steps=30",
             "runtime.warmup.batch=32",
             f"runtime.warmup.cache_dir={tmp_path / 'cache'}"]  # fmt: skip
-    args = ["train", "--preset", "tiny-cpu", "--steps", "8", "--no-progress", "--out", str(run)]
+    args = ["train", "--preset", "tiny-cpu", "--steps", "16", "--no-progress", "--out", str(run)]
     assert main([*args, *(x for kv in sets for x in ("--set", kv))]) == 0
     for name in ("engine_steps.csv", "trainer_steps.csv", "weight_loads.csv", "machine.json"):
         assert (run / "profile" / name).is_file(), name
@@ -43,8 +45,12 @@ def test_calibrate_simulate_compare(tmp_path, capsys):
                "--set", "sim.warmup_steps=1", "--out", str(sim)])  # fmt: skip
     assert rc == 0
     predicted = pd.read_csv(sim / "summary.csv").iloc[0]
-    assert predicted["replicas"] == 1 and predicted["steps"] == 8
+    assert predicted["replicas"] == 1 and predicted["steps"] == 16
     tr = pd.read_csv(run / "profile" / "trainer_steps.csv")
-    took = (tr["wait_s"] + tr["train_s"] + tr["publish_s"])[tr["step"] >= 1]
-    ratio = predicted["step_time_s_mean"] / took.mean()
-    assert abs(math.log(ratio)) < math.log(1.6), (predicted["step_time_s_mean"], took.mean())
+    window = tr[tr["step"] >= 1]
+    took = window["wait_s"] + window["train_s"] + window["publish_s"]
+    for name, pred, meas in (
+        ("step time", predicted["step_time_s_mean"], took.mean()),
+        ("train tokens/s", predicted["train_tokens_per_s"], window["tokens"].sum() / took.sum()),
+    ):
+        assert abs(math.log(pred / meas)) < math.log(2.0), (name, pred, meas)
