@@ -1,11 +1,14 @@
 """Time the simulator (issue 4 speed goals).
 
-    python benchmarks/bench_sim.py [--repeats 3] [--quick]
+    python benchmarks/bench_sim.py [--repeats 3] [--quick] [--headline-only [--against DIR]]
 
 1. ``paper-math-7b`` at 1024 GPUs for 20 trainer steps, whole ``simulate()`` call (workload
    synthesis and tables included), median of ``--repeats``. Goal: <= 20 s (issue 4); issue 14
    asks 5x faster than 4.65 s. Side by side: the same run in the planner's summary-only mode
-   (no per-trajectory or per-replica tables).
+   (no per-trajectory or per-replica tables). With ``--against DIR`` (a directory holding an
+   older ``laminar`` package, e.g. ``git archive main laminar | tar -x -C DIR``), each repeat
+   also runs both modes on that code, in a fresh process per run, alternating with this
+   code's, so a before/after ratio is measured side by side under the same machine load.
 2. Event skipping vs the one-step-per-event reference stepper, side by side, on medium configs
    (the 7B preset at 64 and 256 GPUs, 64/128 prompts x 16 per step, 3 steps, 16K and 32K max
    response; per-replica series off in both, as the reference stepper would record a point per
@@ -24,8 +27,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
+import sys
 import time
+
+if os.environ.get("BENCH_SIM_SRC"):  # a child of ``against`` timing older code
+    sys.path.insert(0, os.environ["BENCH_SIM_SRC"])
 
 from laminar.config import load_config
 from laminar.sim import simulate
@@ -67,6 +76,39 @@ def timed(preset: str | None, overrides: list[str], *, summary_only: bool = Fals
         "sim_time_s": float(row["sim_time_s"]),
         "steps": int(row["steps"]),
     }
+
+
+def _headline_in_process(src: str | None, summary_only: bool) -> dict:
+    """One headline run in a fresh interpreter, on the ``laminar`` package under ``src`` (None:
+    this checkout's), so old and new code never share a process."""
+    env = dict(os.environ, BENCH_SIM_SRC=src or "")
+    cmd = [sys.executable, __file__, "--one-headline"]
+    if summary_only:
+        cmd.append("--summary-only")
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.splitlines()[-1])
+
+
+def against(repeats: int, src: str) -> dict:
+    """Before/after on the headline: ``src``'s code and this checkout's, alternating."""
+    runs: dict[str, list[dict]] = {}
+    for _ in range(repeats):
+        for label, where in (("before", src), ("after", None)):
+            for so in (False, True):
+                key = f"{label}_{'summary_only' if so else 'full'}"
+                runs.setdefault(key, []).append(_headline_in_process(where, so))
+    out = {}
+    for key, rs in runs.items():
+        out[key] = {
+            "cpu_s": statistics.median(r["cpu_s"] for r in rs),
+            "wall_s": statistics.median(r["wall_s"] for r in rs),
+            "cpu_s_all": [round(r["cpu_s"], 2) for r in rs],
+            "train_tokens_per_s": rs[0]["train_tokens_per_s"],
+            "trajectories": rs[0]["trajectories"],
+        }
+    for mode in ("full", "summary_only"):
+        out[f"cpu_speedup_{mode}"] = out[f"before_{mode}"]["cpu_s"] / out[f"after_{mode}"]["cpu_s"]
+    return out
 
 
 def headline(repeats: int) -> dict:
@@ -142,7 +184,17 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="fewer steps and sizes (smoke run)")
     ap.add_argument("--headline-only", action="store_true", help="part 1 only")
+    ap.add_argument("--against", metavar="DIR", help="with --headline-only: before/after, "
+                    "DIR holding the older laminar package")
+    ap.add_argument("--one-headline", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--summary-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.one_headline:  # a child of ``against``
+        print(json.dumps(timed("paper-math-7b", [], summary_only=args.summary_only)))
+        return
+    if args.headline_only and args.against:
+        print(json.dumps({"against": against(args.repeats, args.against)}, indent=2))
+        return
     if args.headline_only:
         print(json.dumps({"headline": headline(args.repeats)}, indent=2))
         return

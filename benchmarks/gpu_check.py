@@ -7,7 +7,8 @@ Usage::
 
 Nothing is downloaded: every model is a random-weight model of a real architecture created
 here (``laminar.runtime.localmodel``; vLLM's ``load_format="dummy"`` where no file is needed).
-Parts, each in its own process (a GPU is fully released between them) with its own time limit:
+Parts (``gpu_check_parts.py``), each in its own process (a GPU is fully released between them)
+with its own time limit:
 
 1. **decode** — vLLM decode step time against batch size and KV tokens, and prefill time, for
    Qwen2.5-1.5B- and 7B-shaped models (bf16): ``max_tokens=T`` minus ``max_tokens=1``, over
@@ -39,212 +40,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # gpu_check_parts, beside this file
 # per part: (shape, time limit in seconds) on a GPU; dry runs use the tiny shape
 DECODE_SHAPES = {"qwen2.5-1.5b": 140, "qwen2.5-7b": 170}
-# decode grid; points with more than ``prefill_cap`` prompt tokens are skipped (their prefill
-# alone would take seconds on a 7B model, twice per point)
-GPU = {"batches": [1, 16, 64, 256], "prompt_lens": [512, 4096], "steps": 64, "max_len": 8192}
-GPU["prefill_cap"] = 1 << 17
-DRY = {"batches": [1, 4], "prompt_lens": [32, 96], "steps": 8, "max_len": 256, "prefill_cap": 512}
 PART_LIMIT_S = {"fsdp": 90, "train": 200, "publish": 70}
 BUDGET_S = 600.0  # the whole check on a GPU machine; a part gets at most what is left
-LAMINAR = [sys.executable, "-c", "import sys; from laminar.cli import main; sys.exit(main())"]
-
-
-# -- parts (each runs in a child process: ``--part NAME``) ----------------------------------
-
-
-def part_decode(shape: str, out: Path, dry: bool) -> dict:
-    """vLLM step times on a random-weight model of ``shape``."""
-    from vllm import LLM, SamplingParams
-
-    from laminar.runtime.localmodel import make_model_dir
-
-    grid = DRY if dry else GPU
-    model_dir = make_model_dir(
-        out / f"decode-{shape}",
-        weights=False,
-        dtype="float32" if dry else "bfloat16",
-        max_positions=grid["max_len"],
-        **({} if dry else {"shape": shape}),
-    )
-    llm = LLM(
-        model=str(model_dir),
-        load_format="dummy",
-        dtype="float32" if dry else "bfloat16",
-        max_model_len=grid["max_len"],
-        max_num_seqs=max(grid["batches"]),
-        max_num_batched_tokens=max(8192, grid["max_len"]),
-        gpu_memory_utilization=0.85,
-        enforce_eager=dry,
-        skip_tokenizer_init=True,
-        enable_prefix_caching=False,
-        seed=0,
-    )
-    cache = llm.llm_engine.vllm_config.cache_config
-    kv_capacity = int(cache.num_gpu_blocks or 0) * int(cache.block_size)
-
-    def timed(batch: int, prompt_len: int, max_tokens: int) -> float:
-        prompts = [
-            {"prompt_token_ids": [(7 * i + j) % 400 + 10 for j in range(prompt_len)]}
-            for i in range(batch)
-        ]
-        params = SamplingParams(
-            max_tokens=max_tokens, ignore_eos=True, temperature=0.0, detokenize=False
-        )
-        t = time.perf_counter()
-        llm.generate(prompts, params, use_tqdm=False)
-        return time.perf_counter() - t
-
-    timed(2, 16, 4)  # warm-up
-    decode, prefill = [], []
-    steps = grid["steps"]
-    for prompt_len in grid["prompt_lens"]:
-        for batch in grid["batches"]:
-            if (
-                batch * (prompt_len + steps) > kv_capacity
-                or batch * prompt_len > grid["prefill_cap"]
-            ):
-                continue  # would preempt (not a decode step any more), or too long a prefill
-            first = timed(batch, prompt_len, 1)
-            full = timed(batch, prompt_len, steps)
-            step_s = max(1e-6, (full - first) / (steps - 1))
-            kv = batch * (prompt_len + steps / 2)
-            decode.append(
-                {"batch": batch, "prompt_len": prompt_len, "kv_tokens": kv, "step_s": step_s}
-            )
-            prefill.append(
-                {
-                    "batch": batch,
-                    "prompt_len": prompt_len,
-                    "tokens": batch * prompt_len,
-                    "prefill_s": first,
-                }
-            )
-    return {"shape": shape, "kv_capacity_tokens": kv_capacity, "decode": decode, "prefill": prefill}
-
-
-def part_fsdp(out: Path, dry: bool) -> dict:
-    """Two GRPO steps of one trainer rank (FSDP2); the second is timed."""
-    import random
-    import socket
-
-    from laminar.runtime.localmodel import make_model_dir
-    from laminar.runtime.records import Traj
-    from laminar.runtime.train.ranks import TrainerRank, rank_plan
-
-    shape = None if dry else "qwen2.5-1.5b"
-    device = "cpu" if dry else "cuda"
-    model_dir = make_model_dir(
-        out / "fsdp-model", dtype="float32" if dry else "bfloat16", device=device,
-        **({} if dry else {"shape": shape}),
-    )  # fmt: skip
-    cfg = _train_config(model_dir, out, "sync", dry, steps=1).model_dump(mode="json")
-    cfg["runtime"]["grpo"]["micro_batch_tokens"] = 512 if dry else 8192
-    rank = TrainerRank(cfg, str(out / "fsdp-work"), 0, 1)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    rank.join(f"tcp://127.0.0.1:{port}")
-    params = rank.build()["params"]
-    rank.prepare()
-    rng = random.Random(0)
-    n, length = (8, 64) if dry else (16, 1024)
-    trajs = [
-        Traj(f"t{i}", i, 0, tuple(rng.randrange(10, 400) for _ in range(length // 4)), 0,
-             length, tokens=[rng.randrange(10, 400) for _ in range(length - length // 4)],
-             logprobs=[-1.0] * (length - length // 4))
-        for i in range(n)
-    ]  # fmt: skip
-    adv = [rng.uniform(-1, 1) for _ in trajs]
-    plan = rank_plan([length] * n, 1, cfg["runtime"]["grpo"]["micro_batch_tokens"])[0]
-    rank.train_step((trajs, adv), plan)  # warm-up: allocator, kernels
-    if device == "cuda":
-        import torch
-
-        torch.cuda.synchronize()
-    t = time.perf_counter()
-    metrics = rank.train_step((trajs, adv), plan)
-    if device == "cuda":
-        torch.cuda.synchronize()
-    step_s = time.perf_counter() - t
-    tokens = n * length
-    rank.close()
-    return {
-        "shape": shape or "tiny", "params": params, "tokens": tokens, "step_s": step_s,
-        "tokens_per_s": tokens / step_s, "flop_per_s": 8 * params * tokens / step_s,
-        "loss": metrics.get("pg_loss"),
-    }  # fmt: skip
-
-
-def _train_config(model_dir: Path, out: Path, mode: str, dry: bool, steps: int) -> Any:
-    from laminar.config import load_config
-    from laminar.runtime.localmodel import arithmetic_jsonl
-
-    task = arithmetic_jsonl(out / "task.jsonl", n=256)
-    return load_config(preset="tiny-cpu", overrides=_train_sets(model_dir, task, mode, dry, steps))
-
-
-def _train_sets(model_dir: Path, task: Path, mode: str, dry: bool, steps: int) -> list[str]:
-    sets = [
-        f"runtime.model={{type: pretrained, path: {model_dir}}}",
-        f"runtime.task={{type: jsonl, path: {task}}}",
-        f"runtime.mode={mode}", "runtime.rollouts=1", "runtime.eval_prompts=0",
-        "runtime.warmup.steps=0", f"workload.steps={steps}", "runtime.trainer_cpus=''",
-        "runtime.cpu_binds=[]", "workload.max_prompt_len=64",
-    ]  # fmt: skip
-    if dry:
-        return [*sets, "workload.prompts_per_step=2", "workload.samples_per_prompt=4",
-                "workload.max_response_len=24", "runtime.max_batch=16"]  # fmt: skip
-    return [*sets, "runtime.device=cuda", "runtime.gpu_share=0.5",
-            "runtime.gpu_memory_fraction=0.35", "workload.prompts_per_step=16",
-            "workload.samples_per_prompt=8", "workload.max_response_len=512",
-            "runtime.max_batch=256"]  # fmt: skip
-
-
-def part_train(out: Path, dry: bool) -> dict:
-    """``laminar train`` in both modes through the pretrained path; their summaries."""
-    from laminar.runtime.localmodel import arithmetic_jsonl, make_model_dir
-
-    model_dir = make_model_dir(
-        out / "train-model", dtype="float32" if dry else "bfloat16",
-        device="cpu" if dry else "cuda", **({} if dry else {"shape": "qwen2.5-0.5b"}),
-    )  # fmt: skip
-    task = arithmetic_jsonl(out / "task.jsonl", n=256)
-    runs = {}
-    for mode in ("laminar", "sync"):
-        run_dir = out / f"train-{mode}"
-        sets = _train_sets(model_dir, task, mode, dry, steps=1 if dry else 3)
-        cmd = [*LAMINAR, "train", "--preset", "tiny-cpu",
-               "--no-progress", "--out", str(run_dir)]  # fmt: skip
-        for s in sets:
-            cmd += ["--set", s]
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-        if proc.returncode != 0:
-            raise RuntimeError(f"laminar train ({mode}) failed:\n{proc.stderr[-3000:]}")
-        summary = json.loads((run_dir / "summary.json").read_text())
-        keep = ("steps", "wall_s", "train_tokens_per_s", "gen_tokens_per_s", "trajectories_lost")
-        runs[mode] = {k: summary.get(k) for k in keep}
-    return runs
-
-
-def part_publish(out: Path, dry: bool) -> dict:
-    """The relay tier with 7B-sized weights (bf16): actor stall and broadcast time."""
-    from laminar.sim.costdata import derive
-
-    nbytes = 64 << 20 if dry else int(derive("h800", "qwen2.5-7b", tp=1).weight_bytes)
-    mib = max(1, nbytes >> 20)
-    res = out / "publish.json"
-    cmd = [*LAMINAR, "bench", "relay", "--relays", "2", "--mbytes",
-           str(mib), "--transport", "tcp", "--repeats", "1", "--out", str(res)]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    if proc.returncode != 0:
-        raise RuntimeError(f"laminar bench relay failed:\n{proc.stderr[-3000:]}")
-    data = json.loads(res.read_text())
-    return {"mbytes": mib, **{k: data.get(k) for k in ("actor_stall_s", "measured_s", "model_s")}}
-
-
-PARTS = {"fsdp": part_fsdp, "train": part_train, "publish": part_publish}
 
 
 # -- fits, cost file, table -------------------------------------------------------------------
@@ -397,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--dry-run", action="store_true", help="the CPU path with tiny shapes (CI)")
     p.add_argument("--out", default="gpu_check", help="directory for models, runs and results")
-    p.add_argument("--skip", action="append", default=[], choices=("decode", *PARTS))
+    p.add_argument("--skip", action="append", default=[], choices=("decode", *PART_LIMIT_S))
     p.add_argument("--part", help=argparse.SUPPRESS)
     p.add_argument("--shape", help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)
@@ -406,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     args.out = str(out)
     if args.part:  # a child: one part, its JSON into --result
+        from gpu_check_parts import PARTS, part_decode
+
         fn = part_decode if args.part == "decode" else PARTS[args.part]
         res = fn(args.shape, out, args.dry_run) if args.part == "decode" else fn(out, args.dry_run)
         Path(args.result).write_text(json.dumps(res))
@@ -438,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
                 results["decode"]["tiny" if args.dry_run else shape] = d
             except (RuntimeError, subprocess.TimeoutExpired) as e:
                 results["errors"][f"decode {shape}"] = str(e)
-    for name in PARTS:
+    for name in PART_LIMIT_S:
         if name in args.skip:
             continue
         try:

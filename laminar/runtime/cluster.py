@@ -241,6 +241,17 @@ def rollout_options(
     return opts
 
 
+def control_plane_options() -> dict:
+    """Ray options that keep an actor on the driver's machine (soft: anywhere if it cannot):
+    the pools and the rollout manager are the run's ledger, kept where the driver is, off the
+    machines whose loss the run survives."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    node_id = ray.get_runtime_context().get_node_id()
+    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=True)}
+
+
 def actor(cls: type, **options: Any) -> Any:
     """``ray.remote(cls)`` with ``options`` (``num_cpus=0`` unless given)."""
     import ray

@@ -91,8 +91,9 @@ def launch(
     rt, wl = cfg.runtime, cfg.workload
     step_cost = step_cost_from_file(cfg.sim.cost_file)  # §8.4 step bound; read before any start
     job_dir = dirs.node_path(job)  # on each machine its own (laminar.runtime.nodes)
-    buffer = cluster.actor(ExperienceBuffer).remote(wl.samples_per_prompt, t0_s)
-    partial = cluster.actor(PartialResponsePool).remote()
+    here = cluster.control_plane_options()  # the data tier stays on the driver's machine
+    buffer = cluster.actor(ExperienceBuffer, **here).remote(wl.samples_per_prompt, t0_s)
+    partial = cluster.actor(PartialResponsePool, **here).remote()
 
     # the trainer ranks' devices (one bundle each), kept for a restarted trainer
     pg = placement_group_for(cfg)
@@ -112,7 +113,7 @@ def launch(
     store, close_weights = weight_path_for(cfg, job_dir, info["config_json"], store_dir=store_dir)
     stack.callback(close_weights)
     info["t0_s"] = t0_s
-    prompts = cluster.actor(PromptPool).remote(
+    prompts = cluster.actor(PromptPool, **here).remote(
         rt.task,
         seed=cfg.seed,
         max_answer_len=wl.max_response_len - 1,
@@ -144,7 +145,7 @@ def launch(
     info["engine_shm_files"] = sorted({path for f in footprints for path in f["shm"]})
     if not cfg.relay.enabled:
         _check_one_machine(home, rollouts)
-    manager = cluster.actor(RolloutManager).remote(
+    manager = cluster.actor(RolloutManager, **here).remote(
         rollouts,
         partial,
         interval_s=cfg.repack.interval_s,

@@ -113,7 +113,7 @@ class Trainer:
         import ray
 
         path = ray.get(self.group.lead.begin_export.remote(version, publisher))
-        self.group.all("export", path)
+        self.group.export(path)
         ray.get(self.group.lead.commit_export.remote(version, path))
 
     def step(self, step_index: int) -> dict:

@@ -147,6 +147,18 @@ class Cluster:
 
     # Running ----------------------------------------------------------------------------------
 
+    def release_records(self) -> None:
+        """Drop the run's trajectory records once its tables are built.
+
+        A group and its trajectories reference each other, so without this they outlive the
+        run until the cyclic GC walks them all (``laminar.sim.api._gc_paused``); with the
+        cycles cut, reference counting frees them.
+        """
+        for g in self.prompts.groups:
+            g.trajs = []
+        self.prompts.groups = []
+        self.prompts.trajectories = []
+
     def run(self) -> None:
         """Simulate until the trainer finishes its steps or ``sim.max_sim_time_s`` passes."""
         if self.warmup_steps == 0:

@@ -62,8 +62,10 @@ class RolloutManager:
             self.kv_prev[r.rid] = (r.batches, kv)
             if not (r.running or r.waiting):
                 continue
+            if len(r.running) + len(r.waiting) >= r.max_batch:
+                continue  # cheap test first: a full replica is never a candidate
             state = ReplicaState(r.rid, r.version, r.capacity, kv, prev, r.max_batch)
-            if is_candidate(state) and len(r.running) + len(r.waiting) < r.max_batch:
+            if is_candidate(state):
                 snaps.append(r.snapshot(prev, self.step_cost, self.max_step_slowdown))
         return snaps
 

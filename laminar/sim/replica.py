@@ -40,6 +40,10 @@ class Replica:
         self.relay_pos = relay_pos  # position of its machine's relay in the broadcast chain
         cost = cluster.cost
         self.cost = cost
+        # Hot path (a lookup per segment): the cost model and core sharing are fixed per run.
+        self._decode_fixed_s = cost.decode_fixed_s
+        self._per_kv_s = cost.decode_per_kv_token_s
+        self._share = cluster.core_sharing  # None: this replica has its GPUs to itself
         self.capacity = cost.kv_capacity_tokens
         self.admit_cap = int(cost.kv_capacity_tokens * (1.0 - cluster.cfg.sim.kv_watermark))
         self.max_batch = cluster.cfg.sim.max_batch
@@ -72,6 +76,7 @@ class Replica:
 
     def run(self):
         env = self.env
+        timeout = env.timeout
         system = self.cluster.system
         while True:
             if not self.running and not self.waiting:
@@ -91,7 +96,7 @@ class Replica:
             n = self._plan(prefill_s)
             self.in_segment = True
             try:
-                yield env.timeout(self.seg_end - env.now)
+                yield timeout(self.seg_end - env.now)
                 self._apply(n)
             except simpy.Interrupt:
                 self._wake_pending = False
@@ -113,8 +118,8 @@ class Replica:
 
     def _busy(self, busy: bool) -> None:
         """Tell the cores this replica shares (if any) that it starts or stops decoding."""
-        if self.cluster.core_sharing is not None:
-            self.cluster.core_sharing.busy_changed(self.cluster, self, busy)
+        if self._share is not None:
+            self._share.busy_changed(self.cluster, self, busy)
 
     def wait_up(self):
         """A process body: return once the replica's machine is alive (at once if it is)."""
@@ -161,29 +166,32 @@ class Replica:
     def _plan(self, prefill_s: float) -> int:
         """Set up the segment up to the next completion or overflow; returns its steps."""
         heap = self.heap
-        while heap[0][2].heap_seq != heap[0][1]:
+        top = heap[0]
+        while top[2].heap_seq != top[1]:
             heappop(heap)  # stale: preempted or moved since it was pushed
+            top = heap[0]
         b = len(self.running)
+        kv = self.kv
         # Next completion or KV overflow; the reference stepper stops after every step.
-        n = min(heap[0][0] - self.steps, (self.capacity - self.kv) // b)
+        n = min(top[0] - self.steps, (self.capacity - kv) // b)
         if self.one_step:
             n = min(n, 1)
-        now = self.env.now
-        share = self.cluster.core_sharing
+        share = self._share
         slow = 1.0 if share is None else share.slowdown(self)  # cores shared with busy peers
-        prefill_s *= slow
-        start = max(now, self.busy_until)
-        self.busy_until = start + prefill_s
-        self.kv_token_s += self.kv * prefill_s
-        cost = self.cost
-        self.seg_t0 = self.busy_until
-        self.seg_a = slow * (
-            cost.decode_fixed_s(b) + self.kv * cost.decode_per_kv_token_s
-        )
-        self.seg_c = slow * b * cost.decode_per_kv_token_s
-        self.seg_n, self.seg_done, self.seg_b, self.seg_kv0 = n, 0, b, self.kv
-        self.seg_end = self.seg_t0 + segment_time_s(n, self.seg_a, self.seg_c)
-        self._record(self.kv + n * b)
+        if prefill_s:
+            prefill_s *= slow
+            self.busy_until = max(self.env.now, self.busy_until) + prefill_s
+            self.kv_token_s += kv * prefill_s
+        else:
+            self.busy_until = max(self.env.now, self.busy_until)
+        per_kv_s = self._per_kv_s
+        self.seg_t0 = t0 = self.busy_until
+        self.seg_a = a = slow * (self._decode_fixed_s(b) + kv * per_kv_s)
+        self.seg_c = c = slow * b * per_kv_s
+        self.seg_n, self.seg_done, self.seg_b, self.seg_kv0 = n, 0, b, kv
+        self.seg_end = t0 + segment_time_s(n, a, c)
+        if self._series is not None:
+            self._record(kv + n * b)
         return n
 
     def _record(self, kv_peak: int) -> None:
@@ -273,24 +281,21 @@ class Replica:
     ) -> ReplicaState:
         """What the rollout manager sees at a repack check (``laminar.policy.repack``), with
         the step-cost model and the slowdown bound a destination honours (§8.4)."""
-        steps = self.steps + self._steps_by(self.env.now) - self.seg_done
-        trajs = tuple(
-            [
-                *(
-                    TrajectoryState(t.sid, t.prompt_len + t.gen_at_admit + steps - t.admit_step)
-                    for t in self.running.values()
-                ),
-                *(TrajectoryState(t.sid, t.prompt_len + t.generated) for t in self.waiting),
-            ]
-        )
+        ahead = self._steps_by(self.env.now) - self.seg_done  # steps not yet applied
+        steps = self.steps + ahead
+        trajs = [
+            TrajectoryState(t.sid, t.prompt_len + t.gen_at_admit + steps - t.admit_step)
+            for t in self.running.values()
+        ]
+        trajs += [TrajectoryState(t.sid, t.prompt_len + t.generated) for t in self.waiting]
         return ReplicaState(
             self.rid,
             self.version,
             self.capacity,
-            self.kv_now(),
+            self.kv + ahead * self.seg_b,
             kv_prev_tokens,
             self.max_batch,
-            trajs,
+            tuple(trajs),
             step_cost,
             max_step_slowdown,
         )

@@ -29,6 +29,7 @@ from laminar.config.runtime_faults import FaultSpec
 from laminar.runtime.faults.inject import FaultDeferred, FaultNotApplicable, inject, reap
 
 REPLACE_TIMEOUT_S = 300.0  # a replacement whose engine is not up by then is given up
+DEFER_LIMIT_S = 300.0  # a step fault waits this long at its step for something to hit
 
 
 def scheduled_faults(cfg: LaminarConfig) -> list[FaultSpec]:
@@ -143,6 +144,12 @@ class Supervisor:
         due = [s for s in self.pending if s.step is not None and s.step <= step]
         self._inject(due, step)
         if time.monotonic() - self.last_tick >= self.cfg.runtime.faults.poll_s:
+            self.tick()
+        # A fault deferred at its step (e.g. the rollouts it could hit are being replaced)
+        # holds the next step until it can happen: it happens at its step, not at the end.
+        deadline = time.monotonic() + DEFER_LIMIT_S
+        while any(s in self.pending for s in due) and time.monotonic() < deadline:
+            time.sleep(self.cfg.runtime.faults.poll_s)
             self.tick()
 
     def tick(self) -> None:

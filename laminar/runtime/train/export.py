@@ -7,7 +7,8 @@ embeddings are tied) are left out, tensors are ordered as safetensors orders the
 is padded to 8 bytes with spaces. FSDP2 shards each tensor on dim 0, so a rank's rows are one
 contiguous byte range of the file: every rank copies its shards straight into a shared mapping
 (no rank ever holds the whole model, nothing is hashed here — the weight path checks the file
-once, when it commits the version).
+once, when it commits the version). A rank on another machine than the file sends its rows
+to rank 0 in buckets (:func:`shard_buckets`), which writes them at their offsets.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import mmap
 import os
 import struct
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,41 +122,76 @@ def export_entries(model: Any, dtype: str | None = None) -> list[Entry]:
     return out
 
 
-def write_shards(model: Any, layout: Layout, path: str, *, dtype: str | None, lead: bool) -> int:
-    """Copy this rank's rows of every tensor into the file at ``path`` (already ``layout.nbytes``
-    long); ``lead`` also writes the header and the tensors no rank shards. Returns bytes written.
-    Tensors go one at a time through a host copy of one shard, never the whole model."""
+def shard_rows(model: Any, layout: Layout, *, dtype: str | None, lead: bool) -> Iterator:
+    """(file offset, bytes as a uint8 array) of this rank's rows of every tensor, one tensor at
+    a time (a host copy of one shard, never the whole model); ``lead`` adds the header and the
+    tensors no rank shards."""
     import numpy as np
     import torch
 
     from laminar.runtime.train.fsdp import local_rows
 
+    if lead:
+        yield 0, np.frombuffer(layout.header, np.uint8)
+    for name, t in model.state_dict().items():
+        if name not in layout.offsets:
+            continue
+        rows, first = local_rows(t)
+        if rows is t and not lead:
+            continue  # not sharded: the lead writes it
+        rows = rows.detach()
+        if dtype:
+            rows = rows.to(getattr(torch, dtype))
+        data = rows.contiguous().cpu().reshape(-1).view(torch.uint8).numpy()
+        if data.nbytes:
+            row_bytes = data.nbytes // rows.shape[0] if rows.dim() else data.nbytes
+            yield layout.offsets[name] + first * row_bytes, data
+
+
+def _mapped(path: str, nbytes: int) -> mmap.mmap:
     fd = os.open(path, os.O_RDWR)
     try:
-        mm = mmap.mmap(fd, layout.nbytes, flags=mmap.MAP_SHARED)
+        return mmap.mmap(fd, nbytes, flags=mmap.MAP_SHARED)
     finally:
         os.close(fd)
+
+
+def write_pieces(path: str, nbytes: int, pieces: Iterable[tuple[int, Any]]) -> int:
+    """Write (offset, bytes) pieces into the ``nbytes`` file at ``path``; returns bytes written."""
+    import numpy as np
+
+    mm = _mapped(path, nbytes)
     written = 0
     try:
         buf = np.frombuffer(mm, dtype=np.uint8)
-        if lead:
-            buf[: len(layout.header)] = np.frombuffer(layout.header, np.uint8)
-            written += len(layout.header)
-        for name, t in model.state_dict().items():
-            if name not in layout.offsets:
-                continue
-            rows, first = local_rows(t)
-            if rows is t and not lead:
-                continue  # not sharded: the lead writes it
-            rows = rows.detach()
-            if dtype:
-                rows = rows.to(getattr(torch, dtype))
-            data = rows.contiguous().cpu().reshape(-1).view(torch.uint8).numpy()
-            row_bytes = data.nbytes // max(1, rows.shape[0]) if rows.dim() else data.nbytes
-            at = layout.offsets[name] + first * row_bytes
+        for at, data in pieces:
+            data = np.frombuffer(data, np.uint8) if isinstance(data, bytes) else data
             buf[at : at + data.nbytes] = data
             written += data.nbytes
         del buf
     finally:
         mm.close()
     return written
+
+
+def write_shards(model: Any, layout: Layout, path: str, *, dtype: str | None, lead: bool) -> int:
+    """Copy this rank's rows into the version file at ``path`` (already ``layout.nbytes`` long,
+    on this machine); returns bytes written."""
+    return write_pieces(path, layout.nbytes, shard_rows(model, layout, dtype=dtype, lead=lead))
+
+
+def shard_buckets(
+    model: Any, layout: Layout, *, dtype: str | None, bucket_bytes: int = 256 << 20
+) -> Iterator[list[tuple[int, bytes]]]:
+    """This rank's rows as buckets of (offset, bytes) of about ``bucket_bytes`` each: what a
+    rank on another machine than the version file sends to the rank that writes it."""
+    bucket: list[tuple[int, bytes]] = []
+    size = 0
+    for at, data in shard_rows(model, layout, dtype=dtype, lead=False):
+        bucket.append((at, data.tobytes()))
+        size += data.nbytes
+        if size >= bucket_bytes:
+            yield bucket
+            bucket, size = [], 0
+    if bucket:
+        yield bucket

@@ -67,14 +67,10 @@ class RankGroup:
             per_rank=lambda r: (rank_cpus(where.trainer_cpus, r, self.world),),
             threads=where.trainer_threads(rt.trainer_threads),
         )
-        nodes = set(ray.get([r.__ray_call__.remote(lambda self: _node()) for r in self.ranks]))
-        if len(nodes) > 1:
-            from laminar.errors import LaminarError
-
-            raise LaminarError(
-                f"trainer ranks span {len(nodes)} machines; the streamed weight export needs "
-                "them on rank 0's machine for now (lower runtime.trainer_ranks)"
-            )
+        nodes = ray.get([r.__ray_call__.remote(lambda self: _node()) for r in self.ranks])
+        # ranks on rank 0's machine write the version file directly; the others send buckets
+        self.local = [h for h, n in zip(self.ranks, nodes, strict=True) if n == nodes[0]]
+        self.remote = [h for h, n in zip(self.ranks, nodes, strict=True) if n != nodes[0]]
 
     @property
     def lead(self) -> Any:
@@ -89,6 +85,17 @@ class RankGroup:
             extra = per_rank(r) if per_rank else ()
             refs.append(getattr(handle, method).remote(*args, *extra, **kwargs))
         return ray.get(refs)
+
+    def export(self, path: str) -> None:
+        """Every rank's rows into the version file at ``path`` on rank 0's machine: written
+        in place by the ranks there, sent in buckets by the others (rank 0 writes those)."""
+        import ray
+
+        pending = [r.export_buckets.remote() for r in self.remote]
+        local = [r.export.remote(path) for r in self.local]
+        for refs in pending:
+            ray.get(self.lead.write_buckets.remote(path, ray.get(refs)))
+        ray.get(local)
 
     def kill(self) -> None:
         import ray

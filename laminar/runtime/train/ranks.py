@@ -206,6 +206,25 @@ class TrainerRank:
             self._layout = plan_layout(export_entries(self.model, self.export_dtype))
         return self._layout
 
+    def export_buckets(self) -> list:
+        """A rank on another machine than rank 0: its rows as Ray objects of about 256 MiB
+        each (their references, not resolved by Ray: rank 0 fetches one at a time)."""
+        import ray
+
+        from laminar.runtime.train.export import shard_buckets
+
+        layout = self.layout()
+        return [ray.put(b) for b in shard_buckets(self.model, layout, dtype=self.export_dtype)]
+
+    def write_buckets(self, path: str, refs: list) -> int:
+        """Rank 0: write another machine's buckets into the version file, one at a time."""
+        import ray
+
+        from laminar.runtime.train.export import write_pieces
+
+        nbytes = self.layout().nbytes
+        return sum(write_pieces(path, nbytes, ray.get(ref)) for ref in refs)
+
     def attach(self, publisher: Any) -> None:
         """Rank 0: the run's weight path, kept for every publish (a relay path starts its
         publisher, heartbeats included, in this process on first use)."""
