@@ -148,3 +148,33 @@ def test_replicas_that_do_not_fit_or_need_one_machine(connected_machines):
     where = replicas.place_rollouts(cpu, head)
     assert where.groups == [] and where.node_ids[-1] != head
     assert Counter(where.node_ids) == {emu.nodes["m1"].node_id: 2, head: 1}
+
+
+def test_a_dead_replica_gets_its_bundle_back_or_a_machine_with_room(connected_machines):
+    """Runs last: it kills machine m1 of the module's cluster."""
+    emu = connected_machines
+    head, far = emu.nodes["m0"].node_id, emu.nodes["m1"].node_id
+    cfg = load_config(overrides=[*OVERRIDES, "runtime.rollouts=3"])
+    where = replicas.place_rollouts(cfg, head)
+    try:
+        assert where.node_ids == [far, far, head]  # the trainer's machine last, 2 GPUs left
+        same = where.options[2]
+        assert where.replace(2) is same  # its machine is alive: the same bundle
+        emu.kill("m1")
+        deadline = time.monotonic() + 60
+        while far in nodes.alive_nodes() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert far not in nodes.alive_nodes()
+        opts = where.replace(0)  # m1 is gone: a new group on the machine with room
+        assert where.node_ids[0] == head and opts["num_gpus"] == 2
+        probe = cluster.actor(_Where, **opts).remote()
+        assert ray.get(probe.node.remote(), timeout=60) == head
+        with pytest.raises(LaminarError, match="do not fit"):
+            where.replace(1)  # the trainer's machine is full now
+    finally:
+        where.release()
+
+
+class _Where:
+    def node(self) -> str:
+        return nodes.current_node()
