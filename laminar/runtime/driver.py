@@ -63,6 +63,7 @@ class Actors:
         ray.get(handle.attach.remote(self.weights, self.pools, self.info["t0_s"], cpus))
         self.rollouts[rid] = handle
         self.procs[rid] = footprint
+        self.info.setdefault("rollout_node", {})[rid] = cluster.node_of(handle)
         self.info.setdefault("engine_shm_files", []).extend(footprint.get("shm", []))
 
 
@@ -145,6 +146,7 @@ def launch(
     a.procs = dict(zip(rollouts, footprints, strict=False))
     a.weights, a.new_trainer, a.pools = store, new_trainer, pools
     a.rollout_cpus = list(placement.rollout_cpus)
+    a.info["rollout_node"] = {rid: cluster.node_of(h) for rid, h in rollouts.items()}
     a.relays = relay_handles(store)
     a.machines = machines_for(rt.address)
     return a
@@ -159,11 +161,21 @@ def end_job(a: Actors) -> None:
 
 
 def _rollout(
-    cfg: LaminarConfig, dirs: cluster.RunDirs, info: dict, index: int, replica_id: str = ""
+    cfg: LaminarConfig,
+    dirs: cluster.RunDirs,
+    info: dict,
+    index: int,
+    replica_id: str = "",
+    node_id: str = "",
 ) -> Any:
-    """Rollout actor in slot ``index`` (its cores); a replacement has an id of its own."""
+    """Rollout actor in slot ``index`` (its cores); a replacement has an id of its own and
+    goes back to its predecessor's machine (``node_id``) while that machine lives."""
     rt, wl = cfg.runtime, cfg.workload
     options = cluster.rollout_options(cfg, index, dirs)
+    if node_id:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=True)
     return cluster.actor(cluster.RolloutActor, **options).remote(
         replica_id or f"r{index}",
         _engine_spec(cfg, info, index),
@@ -276,8 +288,8 @@ def train(
 def _supervisor(
     a: Actors, cfg: LaminarConfig, dirs: cluster.RunDirs, log: RunLog | None, prior: dict
 ) -> Supervisor:
-    def spawn(index: int, replica_id: str) -> Any:
-        return _rollout(cfg, dirs, a.info, index, replica_id)
+    def spawn(index: int, replica_id: str, node_id: str = "") -> Any:
+        return _rollout(cfg, dirs, a.info, index, replica_id, node_id)
 
     def on_change() -> None:
         if log is not None:

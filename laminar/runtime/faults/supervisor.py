@@ -51,7 +51,7 @@ class Supervisor:
         a: Any,
         cfg: LaminarConfig,
         *,
-        spawn: Callable[[int, str], Any] | None,
+        spawn: Callable[[int, str, str], Any] | None,
         checkpoint: Callable[[], str | None],
         on_change: Callable[[], None] = lambda: None,
         done: set[str] = frozenset(),
@@ -260,7 +260,8 @@ class Supervisor:
             return False
         index = self.index[rid]
         new_id = f"r{len(self.a.rollouts) + len(self.starting)}"
-        handle = self.spawn(index, new_id)
+        node = self.a.info.get("rollout_node", {}).get(rid, "")
+        handle = self.spawn(index, new_id, _alive(node))
         self.starting[new_id] = (handle, handle.start.remote(), index, time.perf_counter())
         if rec is not None:
             rec.setdefault("replacements", []).append(new_id)
@@ -330,6 +331,14 @@ class Supervisor:
             "events": events,
             "rollouts": sorted(self.a.rollouts),
         }
+
+
+def _alive(node_id: str) -> str:
+    """``node_id`` if that Ray node is alive, else "" (anywhere)."""
+    import ray
+
+    alive = node_id and any(n["NodeID"] == node_id and n["Alive"] for n in ray.nodes())
+    return node_id if alive else ""
 
 
 def restart_trainer(a: Any, checkpoint: str | None) -> int:
