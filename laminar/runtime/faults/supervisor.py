@@ -261,7 +261,8 @@ class Supervisor:
         index = self.index[rid]
         new_id = f"r{len(self.a.rollouts) + len(self.starting)}"
         node = self.a.info.get("rollout_node", {}).get(rid, "")
-        handle = self.spawn(index, new_id, _alive(node))
+        lost = {f.get("node_id") for f in self.faults if f["kind"] == "kill-machine"}
+        handle = self.spawn(index, new_id, "" if node in lost else _alive(node))
         self.starting[new_id] = (handle, handle.start.remote(), index, time.perf_counter())
         if rec is not None:
             rec.setdefault("replacements", []).append(new_id)
