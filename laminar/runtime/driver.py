@@ -68,6 +68,7 @@ class Actors:
         ray.get(handle.attach.remote(self.weights, self.pools, self.info["t0_s"], cpus))
         self.rollouts[rid] = handle
         self.procs[rid] = footprint
+        self.info.setdefault("rollout_node", {})[rid] = cluster.node_of(handle)
         self.info.setdefault("engine_shm_files", []).extend(footprint.get("shm", []))
 
 
@@ -160,6 +161,7 @@ def launch(
     a.procs = dict(zip(rollouts, footprints, strict=False))
     a.weights, a.new_trainer, a.pools = store, new_trainer, pools
     a.rollout_cpus = list(placement.rollout_cpus)
+    a.info["rollout_node"] = {rid: cluster.node_of(h) for rid, h in rollouts.items()}
     a.relays = relay_handles(store)
     a.machines = machines_for(rt.address)
     a.placement = where
@@ -318,8 +320,10 @@ def train(
 def _supervisor(
     a: Actors, cfg: LaminarConfig, dirs: cluster.RunDirs, log: RunLog | None, prior: dict
 ) -> Supervisor:
-    def spawn(index: int, replica_id: str) -> Any:
-        a.placement.replace(index)  # the slot's machine if alive, else another with room
+    def spawn(index: int, replica_id: str, node_id: str = "") -> Any:
+        # node_id "": the supervisor holds the slot's machine lost; the placement avoids it
+        lost = () if node_id else (a.placement.node_ids[index],)
+        a.placement.replace(index, avoid=lost)  # the slot's machine if alive, else another
         return _rollout(cfg, dirs, a.info, index, a.placement, replica_id)
 
     def on_change() -> None:

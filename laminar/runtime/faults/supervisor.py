@@ -51,7 +51,7 @@ class Supervisor:
         a: Any,
         cfg: LaminarConfig,
         *,
-        spawn: Callable[[int, str], Any] | None,
+        spawn: Callable[[int, str, str], Any] | None,
         checkpoint: Callable[[], str | None],
         on_change: Callable[[], None] = lambda: None,
         done: set[str] = frozenset(),
@@ -260,7 +260,9 @@ class Supervisor:
             return False
         index = self.index[rid]
         new_id = f"r{len(self.a.rollouts) + len(self.starting)}"
-        handle = self.spawn(index, new_id)
+        node = self.a.info.get("rollout_node", {}).get(rid, "")
+        lost = {f.get("node_id") for f in self.faults if f["kind"] == "kill-machine"}
+        handle = self.spawn(index, new_id, "" if node in lost else _alive(node))
         self.starting[new_id] = (handle, handle.start.remote(), index, time.perf_counter())
         if rec is not None:
             rec.setdefault("replacements", []).append(new_id)
@@ -332,12 +334,30 @@ class Supervisor:
         }
 
 
-def restart_trainer(a: Any, checkpoint: str | None) -> int:
+def _alive(node_id: str) -> str:
+    """``node_id`` if that Ray node is alive, else "" (anywhere)."""
+    import ray
+
+    alive = node_id and any(n["NodeID"] == node_id and n["Alive"] for n in ray.nodes())
+    return node_id if alive else ""
+
+
+def restart_trainer(a: Any, checkpoint: str | None, attempts: int = 10) -> int:
     """Kill the trainer (if it still lives) and start a new one from ``checkpoint`` (§3.3);
-    the rollouts keep generating meanwhile. Updates after that checkpoint are lost."""
+    the rollouts keep generating meanwhile. Updates after that checkpoint are lost.
+
+    A new trainer that dies while starting (Ray placed it on a machine that is dying and not
+    yet declared dead) is started again, a few seconds later."""
     import ray
 
     ray.kill(a.trainer, no_restart=True)
-    a.trainer = a.new_trainer()
-    ray.get(a.trainer.setup.remote())
-    return ray.get(a.trainer.resume.remote(a.weights, checkpoint))
+    for attempt in range(attempts):
+        a.trainer = a.new_trainer()
+        try:
+            ray.get(a.trainer.setup.remote())
+            return ray.get(a.trainer.resume.remote(a.weights, checkpoint))
+        except ray.exceptions.RayActorError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(3.0)
+    raise AssertionError("unreachable")
