@@ -172,6 +172,8 @@ def _rollout(
     goes back to its predecessor's machine (``node_id``) while that machine lives."""
     rt, wl = cfg.runtime, cfg.workload
     options = cluster.rollout_options(cfg, index, dirs)
+    if rt.address and not node_id:  # a cluster: off the data tier's machine when possible
+        node_id = _away_from_driver(index)
     if node_id:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -191,6 +193,16 @@ def _rollout(
         flush_interval_s=rt.flush_interval_s,
         engine_stall_s=rt.faults.engine_stall_s,
     )
+
+
+def _away_from_driver(index: int) -> str:
+    """On a cluster, rollout ``index``'s machine: round robin over the alive machines but the
+    driver's (which holds the data tier), when there are any."""
+    import ray
+
+    here = ray.get_runtime_context().get_node_id()
+    others = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeID"] != here)
+    return others[index % len(others)] if others else ""
 
 
 def shutdown_engines(rollouts: dict[str, Any], timeout_s: float = 120.0) -> None:
