@@ -33,8 +33,7 @@ def choose_rollout(a: Any, target: str | None) -> str:
     recovery is not over are not chosen again. The last healthy rollout is chosen only when
     dead rollouts are replaced (``runtime.faults.replace_dead``): the run then waits for a
     replacement, its trajectories kept in the partial pool meanwhile."""
-    hit = {f.get("target") for f in a.info.get("faults", []) if f.get("open")}
-    live = [rid for rid in a.live() if rid not in hit]
+    live = [rid for rid in a.live() if rid not in hit_by_open_faults(a)]
     if target is not None:
         if target not in live:
             raise FaultNotApplicable(f"no healthy rollout {target!r} (healthy: {live})")
@@ -47,6 +46,15 @@ def choose_rollout(a: Any, target: str | None) -> str:
             "stop the run"
         )
     return live[-1]
+
+
+def hit_by_open_faults(a: Any) -> set[str]:
+    """Rollouts hit by a fault whose recovery is not over (a lost machine's included)."""
+    hit: set[str] = set()
+    for f in a.info.get("faults", []):
+        if f.get("open"):
+            hit.update([f.get("target"), *f.get("rollouts", ())])
+    return hit
 
 
 def kill_rollout(a: Any, target: str | None) -> dict:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from laminar.runtime.faults.inject import FaultDeferred, FaultNotApplicable
+from laminar.runtime.faults.inject import FaultDeferred, FaultNotApplicable, hit_by_open_faults
 
 _CLUSTERS: dict[str, Any] = {}
 
@@ -48,7 +48,7 @@ class MachineFaults:
         # which the paper keeps on reliable machines: neither is a machine to lose here.
         spared = {head.node_id if head is not None else None}
         spared |= {rc.node_of(h) for h in (a.prompts, a.partial, a.buffer, a.manager)}
-        hit = {f.get("target") for f in a.info.get("faults", []) if f.get("open")}
+        hit = hit_by_open_faults(a)
         where = {rid: rc.node_of(h) for rid, h in a.live().items() if rid not in hit}
         names = {m.node_id: name for name, m in self.cluster.nodes.items()}
         if target is None:

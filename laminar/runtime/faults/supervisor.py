@@ -234,9 +234,11 @@ class Supervisor:
         self.on_change()
 
     def _rollout_record(self, rid: str, ev: dict) -> dict | None:
-        for kind in ("kill-rollout", "kill-engine", "kill-machine"):
-            rec = self._open_record(kind, rid)
-            if rec is not None and "detected_s" not in rec:
+        for rec in self.faults:  # the earliest open fault that hit this rollout
+            hits = (rec.get("target"), *rec.get("rollouts", ()))
+            kinds = ("kill-rollout", "kill-engine", "kill-machine")
+            fresh = "detected_s" not in rec or rec["kind"] == "kill-machine"
+            if rec.get("open") and rec["kind"] in kinds and rid in hits and fresh:
                 return rec
         return self._record(
             {
