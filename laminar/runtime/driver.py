@@ -321,9 +321,9 @@ def _supervisor(
     a: Actors, cfg: LaminarConfig, dirs: cluster.RunDirs, log: RunLog | None, prior: dict
 ) -> Supervisor:
     def spawn(index: int, replica_id: str, node_id: str = "") -> Any:
-        # node_id "": the supervisor holds the slot's machine lost; the placement avoids it
-        lost = () if node_id else (a.placement.node_ids[index],)
-        a.placement.replace(index, avoid=lost)  # the slot's machine if alive, else another
+        # the placement decides (the slot's machine while Ray has it alive, else another);
+        # the supervisor's node hint is not needed
+        a.placement.replace(index)
         return _rollout(cfg, dirs, a.info, index, a.placement, replica_id)
 
     def on_change() -> None:

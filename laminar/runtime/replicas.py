@@ -23,7 +23,7 @@ Python; :func:`place_rollouts` carries it out on Ray.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,12 +119,11 @@ class ReplicaPlacement:
     groups: list[Any] = field(default_factory=list)
     """Placement groups created (cuda); :meth:`release` removes them."""
 
-    def replace(self, index: int, avoid: Iterable[str] = ()) -> dict:
+    def replace(self, index: int) -> dict:
         """A new home for replica ``index`` whose actor died: the same place (its bundle is
         free again) while its machine is alive, else a machine with room (its own new
-        placement group on cuda); ``avoid``: machines known lost that Ray may not have declared
-        dead yet. Returns, and records, the replica's new options."""
-        alive = set(_alive()) - set(avoid)
+        placement group on cuda); returns, and records, the replica's new options."""
+        alive = set(_alive())
         if self.node_ids[index] in alive:
             return self.options[index]
         order = [n for n in self.order if n in alive]

