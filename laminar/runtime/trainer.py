@@ -43,6 +43,7 @@ class Trainer:
         self.version = 0
         self.group: Any = None
         self._info: dict = {}
+        self._prepared: dict | None = None  # the ranks' warm-up and sharding, done once
 
     def setup(self) -> dict:
         """Start the ranks and build (tiny) or load (pretrained) the model on each; return
@@ -66,7 +67,9 @@ class Trainer:
 
         self.publisher = publisher
         ray.get(self.group.lead.attach.remote(publisher))
-        return self.group.all("prepare")[0]
+        if self._prepared is None:  # `--resume` resumes a trainer that has warmed up already
+            self._prepared = self.group.all("prepare")[0]
+        return dict(self._prepared)
 
     def resume(self, publisher: WeightPublisher, checkpoint: str | None) -> int:
         """A restarted trainer (§3.3): load the checkpoint and go on publishing.

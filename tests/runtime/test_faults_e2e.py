@@ -30,11 +30,6 @@ def _faults(summary: dict) -> dict[str, dict]:
     return {f["kind"]: f for f in summary["faults"]}
 
 
-@pytest.mark.xfail(
-    reason="issue 13 open: failed in the pre-submission CI run after the last supervisor "
-    "changes (merged untested end to end)",
-    strict=False,
-)
 def test_rollout_engine_and_trainer_deaths_are_survived(tmp_path):
     """r1's engine dies under its live actor, the trainer dies, then r0's actor dies too: for a
     while no rollout lives, and the run waits for the replacements (started on the deaths)."""
