@@ -73,6 +73,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{e.filename}: " if e.filename else ""
         print(f"laminar: error: {where}{e.strerror or e}", file=sys.stderr)
         return 1
+    finally:
+        _forget_handled_interrupt()
+
+
+def _forget_handled_interrupt() -> None:
+    """Every KeyboardInterrupt that reached here was handled (exit 130). CPython 3.11 also
+    records one raised inside ``exec`` of a string (e.g. ``dataclasses`` building a class when
+    Ctrl-C lands) in a process-wide flag, and under ``python -m`` that stale flag makes the
+    interpreter kill itself with SIGINT after exiting instead of returning our exit status.
+    Clear it; a KeyboardInterrupt escaping later sets it again."""
+    import ctypes
+
+    try:
+        ctypes.c_int.in_dll(ctypes.pythonapi, "_Py_UnhandledKeyboardInterrupt").value = 0
+    except (AttributeError, ValueError, OSError):  # other versions and builds: nothing to do
+        pass
 
 
 def _bounded(message: str) -> str:

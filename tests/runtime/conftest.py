@@ -26,7 +26,27 @@ def connected_machines(machines):
     import ray
 
     machines.connect()
+    _wait_devices_free()
     try:
         yield machines
     finally:
         ray.shutdown()
+
+
+def _wait_devices_free(timeout_s: float = 60.0) -> None:
+    """Wait until every alive machine reports all its GPUs free: the actors and placement
+    groups of the previous test (its driver disconnected) are released asynchronously."""
+    import time
+
+    import ray
+
+    from laminar.runtime.replicas import free_gpus
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        total = {x["NodeID"]: x["Resources"].get("GPU", 0.0) for x in ray.nodes() if x["Alive"]}
+        free = free_gpus(list(total))
+        if all(free[n] >= total[n] for n in total):
+            return
+        assert time.monotonic() < deadline, f"GPUs still held after {timeout_s:.0f} s: {free}"
+        time.sleep(0.2)
