@@ -83,12 +83,12 @@ def _forget_handled_interrupt() -> None:
     Ctrl-C lands) in a process-wide flag, and under ``python -m`` that stale flag makes the
     interpreter kill itself with SIGINT after exiting instead of returning our exit status.
     Clear it; a KeyboardInterrupt escaping later sets it again."""
+    import contextlib
     import ctypes
 
-    try:
+    # other versions and builds have no such flag: nothing to do
+    with contextlib.suppress(AttributeError, ValueError, OSError):
         ctypes.c_int.in_dll(ctypes.pythonapi, "_Py_UnhandledKeyboardInterrupt").value = 0
-    except (AttributeError, ValueError, OSError):  # other versions and builds: nothing to do
-        pass
 
 
 def _bounded(message: str) -> str:
