@@ -119,9 +119,11 @@ def test_step_table_paces_the_trainer_from_start_to_last_step(runs):
         assert list(table["step"]) == list(range(steps))
         assert (table["step_s"] > 0).all() and (table["idle_s"] >= 0).all()
         assert table["step_s"].sum() == pytest.approx(table["end_s"].iloc[-1])
-        # The steps span the training loop: their tokens over it is the run's throughput.
-        overall = table["tokens"].sum() / table["end_s"].iloc[-1]
-        assert overall == pytest.approx(run.summary["train_tokens_per_s"], rel=0.2)
+        # The steps lie within the training loop (summary's wall_s; what follows the last step,
+        # e.g. the final evaluation, takes longer on a loaded machine) and carry its tokens.
+        wall_s = run.summary["wall_s"]
+        assert 0 < table["end_s"].iloc[-1] <= wall_s + 0.05
+        assert table["tokens"].sum() == pytest.approx(run.summary["train_tokens_per_s"] * wall_s)
 
 
 def test_staleness_of_a_sync_run_is_zero(runs):
