@@ -82,6 +82,26 @@ def test_recovers_the_coefficients(tmp_path, capsys):
     assert rates["1"] == pytest.approx(RATE, rel=1e-3)
     assert rates["2"] == pytest.approx(3e10, rel=1e-3)
     assert json.loads(out.read_text())["fit"]["engine step"]["r2"] > 0.95
+    # Every step of the laminar run shared its core: its slowdown is sharing's (alpha 1: the
+    # steps took twice as long), not a factor of its mode, which those steps cannot tell apart.
+    rt = json.loads(out.read_text())["runtime"]
+    assert rt["engine_factor_by_mode"] == {"laminar": 1.0, "sync": 1.0}
+    assert rt["core_sharing_alpha"] == pytest.approx(1.0, rel=0.05)
+
+
+def test_an_idle_core_mate_counts_while_it_spins():
+    """A core-mate occupies the cores for ENGINE_SPIN_S after its last step."""
+    from types import SimpleNamespace
+
+    from laminar.calibrate.fit import ENGINE_SPIN_S, sharing
+
+    ends = [1.0, 1.0 + 0.5 * ENGINE_SPIN_S, 1.0 + 1.5 * ENGINE_SPIN_S]
+    eng = pd.DataFrame({"replica_id": ["r1", "r0", "r0", "r0"], "at_s": [1.0, 0.995, *ends[1:]],
+                        "step_s": 0.01})  # fmt: skip
+    run = SimpleNamespace(engine=eng, machine={"rollout_cpus": [[1], [1]]})
+    assert sharing(run).tolist() == [2.0, 2.0, 2.0, 1.0]
+    apart = SimpleNamespace(engine=eng, machine={"rollout_cpus": [[0], [1]]})
+    assert sharing(apart).tolist() == [1.0] * 4
 
 
 def _fails(capsys, args: list[str], *names: str) -> str:
