@@ -14,8 +14,10 @@ Terms, each fitted by ``scipy.optimize.least_squares`` with coefficients >= 0:
   not a robust loss: steps that another process interrupted are part of what a run costs
   here, and throughput is a sum of step times, so the fit must match their mean.
 - **trainer**: a step's wall seconds = base + (``train_flop_per_token`` x tokens +
-  ``train_flop_per_token_sq`` x squared lengths) / rate, with the FLOP counts of the model
-  (8 x params, 8 x layers x hidden, as ``laminar.sim.costdata`` counts them); base and rate
+  ``train_flop_per_token_sq`` x squared lengths) / rate, the tokens padded to their
+  micro-batch's longest as the trainer computes them (``padded_tokens``), with the FLOP
+  counts of the model (8 x params, 8 x layers x hidden, as ``laminar.sim.costdata`` counts
+  them); base and rate
   are fitted per trainer thread count (``runtime.trainer_step_base_s_by_threads``,
   ``runtime.trainer_flop_per_s_by_threads``); step 0 is left out (a fresh trainer's first
   step pays torch's warm-up).
@@ -39,6 +41,7 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from laminar.calibrate.rundir import RunData
+from laminar.policy.microbatch import padded_lengths
 
 DECODE_TERMS = ("decode_base_s", "decode_per_seq_s", "decode_per_kv_token_s", "prefill_per_token_s")
 TRAIN_FLOP_PER_PARAM_TOKEN = 8  # as laminar.sim.costdata counts trainer FLOPs
@@ -185,7 +188,8 @@ def fit_trainer(runs: list[RunData], column: str = "train_s") -> list[Fit]:
         f1, f2 = train_flops(run)
         # The first step of a fresh trainer pays torch's warm-up (allocations, first backward).
         tr = run.trainer[(run.trainer[column] > 0) & (run.trainer["step"] > 0)]
-        flop = f1 * tr["tokens"].to_numpy(float) + f2 * tr["tokens_sq"].to_numpy(float)
+        tokens, tokens_sq = padded_tokens(run, tr)
+        flop = f1 * tokens + f2 * tokens_sq
         by_threads.setdefault(int(run.machine["trainer_threads"]), []).append(
             (flop, tr[column].to_numpy(float))
         )
@@ -203,6 +207,25 @@ def fit_trainer(runs: list[RunData], column: str = "train_s") -> list[Fit]:
                         {"train_flop_per_s": rate, "train_step_base_s": base_s}, len(secs),
                         r2, med, p90, f"{threads}"))  # fmt: skip
     return fits
+
+
+def padded_tokens(run: RunData, trainer: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(tokens, sum of squared lengths) each trainer step computed: its trajectories padded to
+    their micro-batch's longest (``laminar.policy.microbatch``, as the trainer splits them),
+    from the run's trace; a step the trace does not cover exactly keeps the unpadded counts."""
+    tokens = trainer["tokens"].to_numpy(float).copy()
+    sq = trainer["tokens_sq"].to_numpy(float).copy()
+    if run.lengths is None:
+        return tokens, sq
+    max_tokens = run.config.runtime.grpo.micro_batch_tokens
+    by_step = {s: g.tolist() for s, g in run.lengths.groupby("step")["length"]}
+    for i, step in enumerate(trainer["step"].to_numpy()):
+        lengths = by_step.get(step)
+        if lengths is None or sum(lengths) != tokens[i]:
+            continue
+        padded = np.asarray(padded_lengths(lengths, max_tokens), dtype=float)
+        tokens[i], sq[i] = padded.sum(), (padded**2).sum()
+    return tokens, sq
 
 
 def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:

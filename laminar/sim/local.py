@@ -11,7 +11,7 @@ measured on the machine the runs came from (``laminar/calibrate``):
   1 + alpha (k - 1) times slower (alpha calibrated; 1 is processor sharing; :class:`CoreSharing`),
   times the cost file's factor for the runtime mode where calibration separated one;
 - the trainer on its cores -> the trainer, at the cost file's rate and fixed cost per step for
-  that many threads;
+  that many threads, on the padded tokens of its micro-batches (``laminar.policy.microbatch``);
 - ``runtime.max_batch`` -> B, the batch bound of every replica and of repack;
 - laminar mode: a rollout on the newest weights tops up whole prompt groups while it holds
   fewer than B trajectories, drains and reloads once a newer version is published ->
@@ -47,6 +47,7 @@ import pandas as pd
 
 from laminar.config import LaminarConfig
 from laminar.errors import ConfigError
+from laminar.policy.microbatch import padded_lengths
 from laminar.policy.placement import place
 from laminar.sim.baselines import Verl
 from laminar.sim.cost import Coefficient, CostModel
@@ -203,8 +204,10 @@ class RuntimeSystem(System):
         self.step_base_s = trainer_step_base_s(cfg)
 
     def train(self, cluster, groups, seq_lens: list[int]) -> Proc:
-        """A step's fixed cost plus its tokens' (``trainer_step_base_s``, ``cost.train_s``)."""
-        train_s = self.step_base_s + cluster.cost.train_s(seq_lens, cluster.split.trainer_gpus)
+        """A step's fixed cost plus its tokens' (``trainer_step_base_s``, ``cost.train_s``),
+        counted as the trainer computes them: padded to their micro-batch's longest."""
+        padded = padded_lengths(seq_lens, self.cfg.runtime.grpo.micro_batch_tokens)
+        train_s = self.step_base_s + cluster.cost.train_s(padded, cluster.split.trainer_gpus)
         yield from cluster.trainer_work(train_s)
         return train_s
 

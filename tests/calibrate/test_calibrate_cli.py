@@ -145,3 +145,20 @@ def test_broken_machine_json(tmp_path, capsys):
     run = make_run(tmp_path / "run")
     (run / "profile" / "machine.json").write_text("{not json")
     _fails(capsys, ["calibrate", str(run), "-o", str(tmp_path / "c.json")], "machine.json")
+
+
+def test_the_trainer_fit_counts_padded_tokens():
+    """A step's tokens as the trainer computes them: padded to their micro-batch's longest;
+    a step the trace does not match keeps the counts the trainer recorded."""
+    from types import SimpleNamespace
+
+    from laminar.calibrate.fit import padded_tokens
+
+    cfg = load_config(preset="tiny-cpu", overrides=["runtime.grpo.micro_batch_tokens=250"])
+    lengths = pd.DataFrame({"step": [1, 1, 1, 2], "length": [5, 6, 50, 7]})
+    run = SimpleNamespace(lengths=lengths, config=cfg)
+    trainer = pd.DataFrame({"step": [1, 2, 3], "tokens": [61, 8, 10], "tokens_sq": [1, 2, 3]})
+    tokens, sq = padded_tokens(run, trainer)
+    assert tokens.tolist() == [150, 8, 10] and sq.tolist() == [7500, 2, 3]
+    tokens, sq = padded_tokens(SimpleNamespace(lengths=None, config=cfg), trainer)
+    assert tokens.tolist() == [61, 8, 10]
