@@ -3,10 +3,10 @@
 Terms, each fitted by ``scipy.optimize.least_squares`` with coefficients >= 0:
 
 - **engine step**: an engine step's wall seconds are 1 + alpha (k - 1) times (k: replicas
-  sharing its cores that were busy then, the simulator's ``CoreSharing``; alpha = 1 would be
-  perfect processor sharing, below 1 the engines fill each other's idle moments), times a
-  factor per runtime mode (1 for sync; laminar's engines share their cores with the loop's
-  control plane and the pools while the trainer trains) times ``decode_base_s +
+  on its cores that were stepping then or had stepped less than ``ENGINE_SPIN_S`` before,
+  the simulator's ``CoreSharing``: vLLM's worker polls for work that long after a step;
+  alpha = 1 would be perfect processor sharing), times a factor per runtime mode where the
+  steps can tell one apart from sharing (``separable_modes``; 1 for sync) times ``decode_base_s +
   decode_per_seq_s x sequences decoded + decode_per_kv_token_s x KV tokens
   + prefill_per_token_s x prompt tokens prefilled in the step``. vLLM prefills inside a
   decode step, so prefill has no base of its own (``prefill_base_s`` = 0) and prompts this
@@ -14,8 +14,10 @@ Terms, each fitted by ``scipy.optimize.least_squares`` with coefficients >= 0:
   not a robust loss: steps that another process interrupted are part of what a run costs
   here, and throughput is a sum of step times, so the fit must match their mean.
 - **trainer**: a step's wall seconds = base + (``train_flop_per_token`` x tokens +
-  ``train_flop_per_token_sq`` x squared lengths) / rate, with the FLOP counts of the model
-  (8 x params, 8 x layers x hidden, as ``laminar.sim.costdata`` counts them); base and rate
+  ``train_flop_per_token_sq`` x squared lengths) / rate, the tokens padded to their
+  micro-batch's longest as the trainer computes them (``padded_tokens``), with the FLOP
+  counts of the model (8 x params, 8 x layers x hidden, as ``laminar.sim.costdata`` counts
+  them); base and rate
   are fitted per trainer thread count (``runtime.trainer_step_base_s_by_threads``,
   ``runtime.trainer_flop_per_s_by_threads``); step 0 is left out (a fresh trainer's first
   step pays torch's warm-up).
@@ -39,10 +41,16 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from laminar.calibrate.rundir import RunData
+from laminar.policy.microbatch import padded_lengths
 
 DECODE_TERMS = ("decode_base_s", "decode_per_seq_s", "decode_per_kv_token_s", "prefill_per_token_s")
 TRAIN_FLOP_PER_PARAM_TOKEN = 8  # as laminar.sim.costdata counts trainer FLOPs
 MAX_REFILL_S = 0.5  # longer gaps after a load are waits for the prompt budget
+# vLLM's multiprocess worker keeps polling for its next step with sched_yield() for this long
+# after its last one before it sleeps (``shm_broadcast.SpinCondition(busy_loop_s=1)``): an
+# idle engine still takes its share of cores it shares with another engine.
+ENGINE_SPIN_S = 1.0
+MIN_MODE_SPLIT = 0.05  # share of a mode's steps alone (and shared) to fit its own factor
 
 
 @dataclass
@@ -67,23 +75,31 @@ def quality(measured: np.ndarray, predicted: np.ndarray) -> tuple[float, float, 
     return r2, float(np.median(rel)), float(np.percentile(rel, 90))
 
 
-def sharing(run: RunData) -> np.ndarray:
-    """For every engine-step row: busy replicas on its cores then (itself included)."""
+def sharing(run: RunData, spin_s: float = ENGINE_SPIN_S) -> np.ndarray:
+    """For every engine-step row: replicas occupying its cores then (itself included). A
+    core-mate occupies them while it steps and for ``spin_s`` after its last step (vLLM's
+    worker spins on ``sched_yield()`` that long before it sleeps: ``ENGINE_SPIN_S``)."""
     eng = run.engine
     cpus = run.machine["rollout_cpus"]
     group = {f"r{i}": tuple(c) or (f"r{i}",) for i, c in enumerate(cpus)}
     k = np.ones(len(eng))
     at = eng["at_s"].to_numpy(float)
-    window = 2.0 * eng["step_s"].to_numpy(float)
+    step = eng["step_s"].to_numpy(float)
     ids = eng["replica_id"].astype(str).to_numpy()
     for rid in np.unique(ids):
         mates = [m for m in np.unique(ids) if m != rid and group.get(m) == group.get(rid)]
         mine = ids == rid
         for m in mates:
-            t = np.sort(at[ids == m])
-            lo = np.searchsorted(t, at[mine] - window[mine])
-            hi = np.searchsorted(t, at[mine] + window[mine])
-            k[mine] += hi > lo
+            order = np.argsort(at[ids == m])
+            ends = at[ids == m][order]
+            starts = ends - step[ids == m][order]
+            # The mate's first step ending after this step began (less its spin): it occupied
+            # the cores during this step if that step had started by the time this one ended.
+            nxt = np.searchsorted(ends, at[mine] - step[mine] - spin_s)
+            ok = nxt < len(ends)
+            hit = np.zeros(int(mine.sum()), dtype=bool)
+            hit[ok] = starts[nxt[ok]] <= at[mine][ok]
+            k[mine] += hit
     return k
 
 
@@ -102,7 +118,7 @@ def fit_engine(runs: list[RunData]) -> Fit:
         raise ValueError(f"only {len(df)} engine steps recorded; need at least {need}")
     modes = sorted(df["mode"].unique())
     ref = "sync" if "sync" in modes else modes[0]  # the mode whose factor is 1
-    others = [m for m in modes if m != ref]
+    others = separable_modes(df, [m for m in modes if m != ref])
     y = df["step_s"].to_numpy(float)
     k = df["share"].to_numpy(float)
     which = [(df["mode"] == m).to_numpy() for m in others]
@@ -129,12 +145,27 @@ def fit_engine(runs: list[RunData]) -> Fit:
     r2, med, p90 = quality(y, resid(res.x) + y)
     values = dict(zip(DECODE_TERMS, coef.tolist(), strict=True))
     values["core_sharing_alpha"] = alpha
-    factors = {ref: 1.0, **{m: float(f) for m, f in zip(others, res.x[n + 1 :], strict=True)}}
+    values["engine_spin_s"] = ENGINE_SPIN_S
+    factors = {m: 1.0 for m in modes}  # a mode not separable from sharing keeps 1
+    factors.update({m: float(f) for m, f in zip(others, res.x[n + 1 :], strict=True)})
     values["mode_factors"] = factors
     shown = ", ".join(f"{m} x{f:.2f}" for m, f in factors.items())
-    note = (f"k busy replicas on one core set (mean {k.mean():.2f}) cost 1 + {alpha:.2f} (k - 1)"
-            f" times a step alone; per mode: {shown}")  # fmt: skip
+    note = (f"k replicas busy or spinning on one core set (mean {k.mean():.2f}) cost 1 + "
+            f"{alpha:.2f} (k - 1) times a step alone; per mode: {shown}")  # fmt: skip
     return Fit("engine step", values, len(df), r2, med, p90, note)
+
+
+def separable_modes(df: pd.DataFrame, modes: list[str]) -> list[str]:
+    """The modes whose own factor the steps can tell apart from core sharing: those with at
+    least ``MIN_MODE_SPLIT`` of their steps alone on their cores and as much shared. A mode
+    whose every step shared its cores (laminar's two engines on one core) would trade its
+    factor against alpha freely; it keeps factor 1, and sharing explains its steps."""
+    out = []
+    for m in modes:
+        alone = float((df.loc[df["mode"] == m, "share"] == 1).mean())
+        if MIN_MODE_SPLIT <= alone <= 1 - MIN_MODE_SPLIT:
+            out.append(m)
+    return out
 
 
 def train_flops(run: RunData) -> tuple[float, float]:
@@ -157,7 +188,8 @@ def fit_trainer(runs: list[RunData], column: str = "train_s") -> list[Fit]:
         f1, f2 = train_flops(run)
         # The first step of a fresh trainer pays torch's warm-up (allocations, first backward).
         tr = run.trainer[(run.trainer[column] > 0) & (run.trainer["step"] > 0)]
-        flop = f1 * tr["tokens"].to_numpy(float) + f2 * tr["tokens_sq"].to_numpy(float)
+        tokens, tokens_sq = padded_tokens(run, tr)
+        flop = f1 * tokens + f2 * tokens_sq
         by_threads.setdefault(int(run.machine["trainer_threads"]), []).append(
             (flop, tr[column].to_numpy(float))
         )
@@ -175,6 +207,25 @@ def fit_trainer(runs: list[RunData], column: str = "train_s") -> list[Fit]:
                         {"train_flop_per_s": rate, "train_step_base_s": base_s}, len(secs),
                         r2, med, p90, f"{threads}"))  # fmt: skip
     return fits
+
+
+def padded_tokens(run: RunData, trainer: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(tokens, sum of squared lengths) each trainer step computed: its trajectories padded to
+    their micro-batch's longest (``laminar.policy.microbatch``, as the trainer splits them),
+    from the run's trace; a step the trace does not cover exactly keeps the unpadded counts."""
+    tokens = trainer["tokens"].to_numpy(float).copy()
+    sq = trainer["tokens_sq"].to_numpy(float).copy()
+    if run.lengths is None:
+        return tokens, sq
+    max_tokens = run.config.runtime.grpo.micro_batch_tokens
+    by_step = {s: g.tolist() for s, g in run.lengths.groupby("step")["length"]}
+    for i, step in enumerate(trainer["step"].to_numpy()):
+        lengths = by_step.get(step)
+        if lengths is None or sum(lengths) != tokens[i]:
+            continue
+        padded = np.asarray(padded_lengths(lengths, max_tokens), dtype=float)
+        tokens[i], sq[i] = padded.sum(), (padded**2).sum()
+    return tokens, sq
 
 
 def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:

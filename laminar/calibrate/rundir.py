@@ -39,6 +39,7 @@ class RunData:
     engine: pd.DataFrame
     trainer: pd.DataFrame
     loads: pd.DataFrame
+    lengths: pd.DataFrame | None = None  # step, length (prompt + response) of each trajectory
 
 
 def read_run(path: str | Path) -> RunData:
@@ -63,7 +64,20 @@ def read_run(path: str | Path) -> RunData:
         engine=_csv(prof / "engine_steps.csv", ENGINE_COLUMNS),
         trainer=_csv(prof / "trainer_steps.csv", TRAINER_COLUMNS),
         loads=_csv(prof / "weight_loads.csv", LOAD_COLUMNS),
+        lengths=_lengths(root / "trajectories.parquet"),
     )
+
+
+def _lengths(path: Path) -> pd.DataFrame | None:
+    """Each consumed trajectory's step and length, from the run's trace (None without one: the
+    trainer's fit then counts unpadded tokens)."""
+    if not path.is_file():
+        return None
+    try:
+        df = pd.read_parquet(path, columns=["step", "prompt_len", "response_len"])
+    except Exception as e:  # pyarrow raises several kinds for a damaged file
+        raise RunDirError(f"{path}: cannot read: {e}") from None
+    return pd.DataFrame({"step": df["step"], "length": df["prompt_len"] + df["response_len"]})
 
 
 def _json(path: Path) -> dict:

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from laminar.policy.microbatch import micro_batches  # noqa: F401  (the trainer's split)
 from laminar.runtime.records import Traj
 
 
@@ -111,26 +112,6 @@ def grpo_loss(
         loss = loss + kl_coef * kl
         metrics["kl"] = float(kl.item())
     return loss, metrics
-
-
-def micro_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
-    """Indices grouped by similar length so each padded micro-batch stays within ``max_tokens``.
-
-    A long tail makes one padded batch mostly padding (the longest answer is ~10x the median);
-    sorting by length first keeps the padding small. A sequence longer than ``max_tokens`` gets
-    a micro-batch of its own.
-    """
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    out: list[list[int]] = []
-    current: list[int] = []
-    for i in order:
-        if current and lengths[i] * (len(current) + 1) > max_tokens:
-            out.append(current)
-            current = []
-        current.append(i)
-    if current:
-        out.append(current)
-    return out
 
 
 def sft_loss(model: Any, batch: Batch) -> torch.Tensor:

@@ -6,11 +6,12 @@ measured on the machine the runs came from (``laminar/calibrate``):
 
 - ``runtime.rollouts`` engines -> that many replicas of one "GPU" each;
 - their cores (``laminar.policy.placement``, the runtime's own placement) -> replicas on the
-  same cores share them: with k busy replicas on a core set, each decodes and prefills
+  same cores share them: with k replicas on a core set busy (or idle less than the cost
+  file's ``engine_spin_s``: vLLM's worker polls for work that long), each decodes and prefills
   1 + alpha (k - 1) times slower (alpha calibrated; 1 is processor sharing; :class:`CoreSharing`),
-  times the cost file's factor for the runtime mode;
+  times the cost file's factor for the runtime mode where calibration separated one;
 - the trainer on its cores -> the trainer, at the cost file's rate and fixed cost per step for
-  that many threads;
+  that many threads, on the padded tokens of its micro-batches (``laminar.policy.microbatch``);
 - ``runtime.max_batch`` -> B, the batch bound of every replica and of repack;
 - laminar mode: a rollout on the newest weights tops up whole prompt groups while it holds
   fewer than B trajectories, drains and reloads once a newer version is published ->
@@ -46,6 +47,7 @@ import pandas as pd
 
 from laminar.config import LaminarConfig
 from laminar.errors import ConfigError
+from laminar.policy.microbatch import padded_lengths
 from laminar.policy.placement import place
 from laminar.sim.baselines import Verl
 from laminar.sim.cost import Coefficient, CostModel
@@ -130,22 +132,23 @@ def placed_cost(cfg: LaminarConfig, cost: CostModel) -> CostModel:
 
 
 class CoreSharing:
-    """Replicas pinned to the same cores share them: with k busy, each runs 1 + alpha (k - 1)
-    times slower (alpha from the cost file; 1: processor sharing)."""
+    """Replicas pinned to the same cores share them: with k occupying them, each runs
+    1 + alpha (k - 1) times slower (alpha from the cost file; 1: processor sharing). A replica
+    occupies its cores while it decodes and for the cost file's ``engine_spin_s`` after it
+    stops (vLLM's worker polls for its next step that long before it sleeps)."""
 
     def __init__(self, cfg: LaminarConfig):
         rt = cfg.runtime
-        # Measured: k busy engines on one core set take 1 + alpha (k - 1) times as long per step
-        # (alpha 1: perfect processor sharing; below 1 they fill each other's idle moments).
         extras = cost_extras(cfg) or {}
         self.alpha = float(extras.get("core_sharing_alpha", 1.0))
-        # Laminar's engines share the machine with its control plane while the trainer trains;
-        # the cost file's factor per mode (1 for a mode it was not calibrated on).
+        self.spin_s = float(extras.get("engine_spin_s", 0.0))
+        # A factor per runtime mode where calibration could tell one apart (1 otherwise).
         self.mode_factor = float(extras.get("engine_factor_by_mode", {}).get(rt.mode, 1.0))
         cores = place(rt).rollout_cpus if rt.device == "cpu" else ()
         # Unpinned replicas (empty core lists) float over the same machine: one shared group.
         self.group = [tuple(c) for c in cores] if cores else [(i,) for i in range(rt.rollouts)]
         self.busy: set[int] = set()
+        self._stops: dict[int, int] = {}  # replica -> how many times it stopped decoding
 
     def slowdown(self, replica) -> float:
         """How many times slower than alone ``replica`` runs now (>= 1)."""
@@ -154,7 +157,23 @@ class CoreSharing:
         return self.mode_factor * (1.0 + self.alpha * (k - 1))
 
     def busy_changed(self, cluster, replica, busy: bool) -> None:
-        """``replica`` started or stopped decoding: its core-mates re-plan at their new pace."""
+        """``replica`` started or stopped decoding: it leaves its cores ``spin_s`` later
+        unless it starts again before."""
+        i = replica.index
+        if busy or self.spin_s <= 0:
+            self._stops[i] = self._stops.get(i, 0) + 1  # cancels a pending leave
+            self._occupy(cluster, replica, busy)
+            return
+        if i not in self.busy:
+            return
+        self._stops[i] = stop = self._stops.get(i, 0) + 1
+        leave = cluster.env.timeout(self.spin_s)
+        leave.callbacks.append(
+            lambda _: self._stops[i] == stop and self._occupy(cluster, replica, False)
+        )
+
+    def _occupy(self, cluster, replica, busy: bool) -> None:
+        """``replica`` now occupies its cores or leaves them: its core-mates re-plan."""
         if busy == (replica.index in self.busy):
             return
         (self.busy.add if busy else self.busy.discard)(replica.index)
@@ -185,8 +204,10 @@ class RuntimeSystem(System):
         self.step_base_s = trainer_step_base_s(cfg)
 
     def train(self, cluster, groups, seq_lens: list[int]) -> Proc:
-        """A step's fixed cost plus its tokens' (``trainer_step_base_s``, ``cost.train_s``)."""
-        train_s = self.step_base_s + cluster.cost.train_s(seq_lens, cluster.split.trainer_gpus)
+        """A step's fixed cost plus its tokens' (``trainer_step_base_s``, ``cost.train_s``),
+        counted as the trainer computes them: padded to their micro-batch's longest."""
+        padded = padded_lengths(seq_lens, self.cfg.runtime.grpo.micro_batch_tokens)
+        train_s = self.step_base_s + cluster.cost.train_s(padded, cluster.split.trainer_gpus)
         yield from cluster.trainer_work(train_s)
         return train_s
 

@@ -82,6 +82,26 @@ def test_recovers_the_coefficients(tmp_path, capsys):
     assert rates["1"] == pytest.approx(RATE, rel=1e-3)
     assert rates["2"] == pytest.approx(3e10, rel=1e-3)
     assert json.loads(out.read_text())["fit"]["engine step"]["r2"] > 0.95
+    # Every step of the laminar run shared its core: its slowdown is sharing's (alpha 1: the
+    # steps took twice as long), not a factor of its mode, which those steps cannot tell apart.
+    rt = json.loads(out.read_text())["runtime"]
+    assert rt["engine_factor_by_mode"] == {"laminar": 1.0, "sync": 1.0}
+    assert rt["core_sharing_alpha"] == pytest.approx(1.0, rel=0.05)
+
+
+def test_an_idle_core_mate_counts_while_it_spins():
+    """A core-mate occupies the cores for ENGINE_SPIN_S after its last step."""
+    from types import SimpleNamespace
+
+    from laminar.calibrate.fit import ENGINE_SPIN_S, sharing
+
+    ends = [1.0, 1.0 + 0.5 * ENGINE_SPIN_S, 1.0 + 1.5 * ENGINE_SPIN_S]
+    eng = pd.DataFrame({"replica_id": ["r1", "r0", "r0", "r0"], "at_s": [1.0, 0.995, *ends[1:]],
+                        "step_s": 0.01})  # fmt: skip
+    run = SimpleNamespace(engine=eng, machine={"rollout_cpus": [[1], [1]]})
+    assert sharing(run).tolist() == [2.0, 2.0, 2.0, 1.0]
+    apart = SimpleNamespace(engine=eng, machine={"rollout_cpus": [[0], [1]]})
+    assert sharing(apart).tolist() == [1.0] * 4
 
 
 def _fails(capsys, args: list[str], *names: str) -> str:
@@ -125,3 +145,20 @@ def test_broken_machine_json(tmp_path, capsys):
     run = make_run(tmp_path / "run")
     (run / "profile" / "machine.json").write_text("{not json")
     _fails(capsys, ["calibrate", str(run), "-o", str(tmp_path / "c.json")], "machine.json")
+
+
+def test_the_trainer_fit_counts_padded_tokens():
+    """A step's tokens as the trainer computes them: padded to their micro-batch's longest;
+    a step the trace does not match keeps the counts the trainer recorded."""
+    from types import SimpleNamespace
+
+    from laminar.calibrate.fit import padded_tokens
+
+    cfg = load_config(preset="tiny-cpu", overrides=["runtime.grpo.micro_batch_tokens=250"])
+    lengths = pd.DataFrame({"step": [1, 1, 1, 2], "length": [5, 6, 50, 7]})
+    run = SimpleNamespace(lengths=lengths, config=cfg)
+    trainer = pd.DataFrame({"step": [1, 2, 3], "tokens": [61, 8, 10], "tokens_sq": [1, 2, 3]})
+    tokens, sq = padded_tokens(run, trainer)
+    assert tokens.tolist() == [150, 8, 10] and sq.tolist() == [7500, 2, 3]
+    tokens, sq = padded_tokens(SimpleNamespace(lengths=None, config=cfg), trainer)
+    assert tokens.tolist() == [61, 8, 10]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -138,3 +139,48 @@ def test_a_task_without_known_lengths_asks_for_a_trace(tmp_path):
     cfg = job(tmp_path, f"runtime.task={{type: jsonl, path: {data}}}")
     with pytest.raises(ConfigError, match="trace"):
         simulate(cfg)
+
+
+class _Mate:
+    """A replica as ``CoreSharing`` sees it: an index, and re-planning it can be asked to do."""
+
+    def __init__(self, index: int):
+        self.index, self.replans = index, 0
+
+    def sync(self) -> None:
+        pass
+
+    def wake(self) -> None:
+        self.replans += 1
+
+
+def test_an_idle_engine_occupies_its_cores_while_it_spins(tmp_path):
+    """A replica that stops decoding still slows its core-mate for ``engine_spin_s`` (vLLM's
+    worker polls for its next step that long), unless it starts again before."""
+    import simpy
+
+    from laminar.sim.local import CoreSharing
+
+    cost = tmp_path / "spin.json"
+    data = json.loads(Path(cost_file(cost)).read_text())
+    data["runtime"].update(core_sharing_alpha=1.0, engine_spin_s=1.0)
+    cost.write_text(json.dumps(data))
+    cfg = load_config(preset="tiny-cpu", overrides=[f"sim.cost_file={cost}",
+                                                    'runtime.cpu_binds=["1"]'])  # fmt: skip
+    share = CoreSharing(cfg)
+    a, b = _Mate(0), _Mate(1)
+    cluster = type("Cluster", (), {"env": simpy.Environment(), "replicas": [a, b]})()
+    share.busy_changed(cluster, a, True)
+    share.busy_changed(cluster, b, True)
+    assert share.slowdown(a) == 2.0
+    share.busy_changed(cluster, b, False)
+    cluster.env.run(until=0.9)
+    assert share.slowdown(a) == 2.0  # b still spins
+    cluster.env.run(until=1.1)
+    assert share.slowdown(a) == 1.0 and a.replans == 2  # b left: a re-planned
+    share.busy_changed(cluster, b, True)
+    share.busy_changed(cluster, b, False)
+    cluster.env.run(until=1.6)
+    share.busy_changed(cluster, b, True)  # back before its spin ended: the leave is void
+    cluster.env.run(until=3.0)
+    assert share.slowdown(a) == 2.0

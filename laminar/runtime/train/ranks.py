@@ -24,10 +24,10 @@ from laminar.runtime.nodes import local_path
 
 def rank_plan(lengths: list[int], ranks: int, max_tokens: int) -> list[list[list[int]]]:
     """Micro-batches (trajectory indices) per rank: length-sorted micro-batches
-    (``grpo.micro_batches``) dealt round-robin, longest first, so ranks get similar work;
+    (``laminar.policy.microbatch``) dealt round-robin, longest first, so ranks get similar work;
     every rank gets the same count (an empty one is a no-op step that still joins FSDP's
     collectives)."""
-    from laminar.runtime.grpo import micro_batches
+    from laminar.policy.microbatch import micro_batches
 
     batches = sorted(micro_batches(lengths, max_tokens), key=lambda b: -max(lengths[i] for i in b))
     plan: list[list[list[int]]] = [[] for _ in range(ranks)]
