@@ -25,6 +25,10 @@ measured on the machine the runs came from (``laminar/calibrate``):
   ``rdma`` and ``pcie`` links, fitted to those two durations;
 - prompts a rollout takes start decoding the cost file's ``refill_latency_s`` later (the
   control plane's Ray calls: take, register in the partial pool, submit);
+- the job's cold start (outside the figures' window, but it sets how far the rollouts are
+  ahead when the window opens): the trainer's first step costs the cost file's
+  ``trainer_first_step_extra_s`` more, and the rollouts' first prompts start
+  ``first_prompts_s`` after the job (``laminar.calibrate.coldstart``);
 - finished trajectories reach the buffer at the rollout's next flush (every
   ``runtime.flush_interval_s``; laminar mode) -> half an interval late on average;
 - the task's answer lengths, or a run's own trace (``workload.source: trace``) -> the
@@ -202,14 +206,29 @@ class RuntimeSystem(System):
         super().__init__(cfg)
         self.latency_s = refill_latency_s(cfg)
         self.step_base_s = trainer_step_base_s(cfg)
+        extras = cost_extras(cfg) or {}
+        self.first_step_extra_s = float(extras.get("trainer_first_step_extra_s", 0.0))
+        self.first_prompts_s = float(extras.get("first_prompts_s", 0.0))
+        self.trained_steps = 0
 
     def train(self, cluster, groups, seq_lens: list[int]) -> Proc:
         """A step's fixed cost plus its tokens' (``trainer_step_base_s``, ``cost.train_s``),
-        counted as the trainer computes them: padded to their micro-batch's longest."""
+        counted as the trainer computes them: padded to their micro-batch's longest; the
+        first step pays the fresh trainer's warm-up on top (``trainer_first_step_extra_s``)."""
         padded = padded_lengths(seq_lens, self.cfg.runtime.grpo.micro_batch_tokens)
         train_s = self.step_base_s + cluster.cost.train_s(padded, cluster.split.trainer_gpus)
+        if self.trained_steps == 0:
+            train_s += self.first_step_extra_s
+        self.trained_steps += 1
         yield from cluster.trainer_work(train_s)
         return train_s
+
+    def first_prompts(self, cluster) -> Proc:
+        """Wait until the job's first prompts may reach an engine (``first_prompts_s`` after
+        the start, the refill latency included)."""
+        wait_s = self.first_prompts_s - self.latency_s - cluster.env.now
+        if wait_s > 0:
+            yield cluster.env.timeout(wait_s)
 
     def split(self, cost: CostModel) -> GpuSplit:
         """One trainer (its rate is per placement, ``placed_cost``), ``runtime.rollouts``
@@ -254,6 +273,7 @@ class RuntimeLaminar(RuntimeSystem):
             if k > 0:
                 break
             yield self._budget
+        yield from self.first_prompts(cluster)
         trajs = self._take(cluster, replica, k)
         yield cluster.env.timeout(self.latency_s)  # take, register, submit
         replica.assign(trajs)
@@ -295,6 +315,16 @@ class RuntimeSync(RuntimeSystem, Verl):
 
     name: ClassVar[str] = "sync"
     description: ClassVar[str] = "laminar train, mode sync, as the runtime runs it"
+
+    def start(self, cluster) -> None:
+        """The first round starts once the job's first prompts may (``first_prompts``)."""
+        super(Verl, self).start(cluster)  # Verl's own start launches at once
+
+        def first_round():
+            yield from self.first_prompts(cluster)
+            self.launch(cluster, 0)
+
+        cluster.env.process(first_round())
 
     def launch(self, cluster, version: int) -> None:
         """One step's groups dealt round robin to the replicas (``groups[i::n]``)."""
