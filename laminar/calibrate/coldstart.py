@@ -6,7 +6,8 @@ keep generating up to the prompt pool's budget (``prefetch_steps`` ahead), so a 
 run further ahead enters the window with more finished groups buffered. Two terms:
 
 - **first trainer step**: step 0's wall seconds beyond what the trainer fit charges its padded
-  tokens (the first backward's allocations and kernel set-up), median over runs;
+  tokens (the first backward's allocations and kernel set-up), median over runs, per trainer
+  thread count (``runtime.trainer_first_step_extra_s_by_threads``);
 - **first prompts**: from the training loop's start (``setup_s``) to the first trajectory's
   start (the rollouts' first Ray calls into the pools, the streamer's start), median over runs.
 """
@@ -29,12 +30,14 @@ def _median_fit(name: str, key: str, values: list[float], what: str) -> Fit:
     return Fit(name, {key: med}, len(arr), r2, rel_med, p90, f"median {med:.2f} s {what}")
 
 
-def fit_first_step(runs: list[RunData], trainers: list[Fit]) -> Fit:
-    """The first trainer step's extra wall seconds (module docstring)."""
+def fit_first_step(runs: list[RunData], trainers: list[Fit]) -> dict[int, Fit]:
+    """The first trainer step's extra wall seconds, one fit per trainer thread count as the
+    trainer's rate is (module docstring)."""
     by_threads = {int(f.note): f.values for f in trainers}
-    extra = []
+    extra: dict[int, list[float]] = {}
     for run in runs:
-        fit = by_threads.get(int(run.machine["trainer_threads"]))
+        threads = int(run.machine["trainer_threads"])
+        fit = by_threads.get(threads)
         first = run.trainer[run.trainer["step"] == 0]
         if fit is None or first.empty:
             continue
@@ -42,9 +45,12 @@ def fit_first_step(runs: list[RunData], trainers: list[Fit]) -> Fit:
         tokens, tokens_sq = padded_tokens(run, first)
         flop = float(f1 * tokens[0] + f2 * tokens_sq[0])
         warm_s = fit["train_step_base_s"] + flop / fit["train_flop_per_s"]
-        extra.append(max(0.0, float(first["train_s"].iloc[0]) - warm_s))
-    return _median_fit("first trainer step", "trainer_first_step_extra_s", extra,
-                       "beyond a warm step")  # fmt: skip
+        extra.setdefault(threads, []).append(max(0.0, float(first["train_s"].iloc[0]) - warm_s))
+    return {
+        threads: _median_fit(f"first trainer step ({threads} thread{'s' * (threads > 1)})",
+                             "trainer_first_step_extra_s", values, "beyond a warm step")
+        for threads, values in sorted(extra.items())
+    }  # fmt: skip
 
 
 def fit_first_prompts(runs: list[RunData]) -> Fit:

@@ -27,7 +27,7 @@ measured on the machine the runs came from (``laminar/calibrate``):
   control plane's Ray calls: take, register in the partial pool, submit);
 - the job's cold start (outside the figures' window, but it sets how far the rollouts are
   ahead when the window opens): the trainer's first step costs the cost file's
-  ``trainer_first_step_extra_s`` more, and the rollouts' first prompts start
+  ``trainer_first_step_extra_s_by_threads`` more, and the rollouts' first prompts start
   ``first_prompts_s`` after the job (``laminar.calibrate.coldstart``);
 - finished trajectories reach the buffer at the rollout's next flush (every
   ``runtime.flush_interval_s``; laminar mode) -> half an interval late on average;
@@ -188,15 +188,21 @@ class CoreSharing:
                 other.wake()
 
 
+def by_threads(cfg: LaminarConfig, key: str) -> float:
+    """The cost file's ``runtime[key]`` figure for this placement's trainer thread count, or
+    the nearest count's (0 if absent)."""
+    table = (cost_extras(cfg) or {}).get(key, {})
+    values = {int(k): float(v) for k, v in table.items()}
+    if not values:
+        return 0.0
+    threads = trainer_threads(cfg)
+    return values.get(threads, values[min(values, key=lambda k: (abs(k - threads), k))])
+
+
 def trainer_step_base_s(cfg: LaminarConfig) -> float:
     """Seconds a trainer step costs whatever its tokens (the cost file's base for this
     placement's thread count, or the nearest count's; 0 if absent)."""
-    table = (cost_extras(cfg) or {}).get("trainer_step_base_s_by_threads", {})
-    bases = {int(k): float(v) for k, v in table.items()}
-    if not bases:
-        return 0.0
-    threads = trainer_threads(cfg)
-    return bases.get(threads, bases[min(bases, key=lambda k: (abs(k - threads), k))])
+    return by_threads(cfg, "trainer_step_base_s_by_threads")
 
 
 class RuntimeSystem(System):
@@ -207,14 +213,14 @@ class RuntimeSystem(System):
         self.latency_s = refill_latency_s(cfg)
         self.step_base_s = trainer_step_base_s(cfg)
         extras = cost_extras(cfg) or {}
-        self.first_step_extra_s = float(extras.get("trainer_first_step_extra_s", 0.0))
+        self.first_step_extra_s = by_threads(cfg, "trainer_first_step_extra_s_by_threads")
         self.first_prompts_s = float(extras.get("first_prompts_s", 0.0))
         self.trained_steps = 0
 
     def train(self, cluster, groups, seq_lens: list[int]) -> Proc:
         """A step's fixed cost plus its tokens' (``trainer_step_base_s``, ``cost.train_s``),
         counted as the trainer computes them: padded to their micro-batch's longest; the
-        first step pays the fresh trainer's warm-up on top (``trainer_first_step_extra_s``)."""
+        first step pays the fresh trainer's warm-up on top (``first_step_extra_s``)."""
         padded = padded_lengths(seq_lens, self.cfg.runtime.grpo.micro_batch_tokens)
         train_s = self.step_base_s + cluster.cost.train_s(padded, cluster.split.trainer_gpus)
         if self.trained_steps == 0:

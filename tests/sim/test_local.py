@@ -190,7 +190,8 @@ def cold_job(tmp_path, *overrides: str, extra_s: float = 0.0, first_s: float = 0
     """The tiny-cpu job with a cost file that states a cold start."""
     path = tmp_path / f"cold-{extra_s}-{first_s}.json"
     data = json.loads(Path(cost_file(path)).read_text())
-    data["runtime"].update(trainer_first_step_extra_s=extra_s, first_prompts_s=first_s)
+    data["runtime"].update(trainer_first_step_extra_s_by_threads={"1": extra_s, "2": extra_s},
+                           first_prompts_s=first_s)
     path.write_text(json.dumps(data))
     return load_config(preset="tiny-cpu",
                        overrides=["workload.steps=4", f"sim.cost_file={path}", *overrides])
