@@ -47,7 +47,7 @@ def fit_first_step(runs: list[RunData], trainers: list[Fit]) -> dict[int, Fit]:
         warm_s = fit["train_step_base_s"] + flop / fit["train_flop_per_s"]
         extra.setdefault(threads, []).append(max(0.0, float(first["train_s"].iloc[0]) - warm_s))
     return {
-        threads: _median_fit(f"first trainer step ({threads} thread{'s' * (threads > 1)})",
+        threads: _median_fit(f"first step ({threads} thread{'s' * (threads > 1)})",
                              "trainer_first_step_extra_s", values, "beyond a warm step")
         for threads, values in sorted(extra.items())
     }  # fmt: skip
