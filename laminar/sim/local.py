@@ -32,7 +32,7 @@ measured on the machine the runs came from (``laminar/calibrate``):
 - finished trajectories reach the buffer at the rollout's next flush (every
   ``runtime.flush_interval_s``; laminar mode) -> half an interval late on average;
 - the task's answer lengths, or a run's own trace (``workload.source: trace``) -> the
-  workload (:func:`runtime_workload`).
+  workload (``laminar.sim.local_workload``).
 
 Known differences: the trainer and replicas are assumed not to share cores with each other or
 with anything else (other processes on the machine slow the real run only); replicas on
@@ -46,9 +46,6 @@ import math
 from pathlib import Path
 from typing import ClassVar
 
-import numpy as np
-import pandas as pd
-
 from laminar.config import LaminarConfig
 from laminar.errors import ConfigError
 from laminar.policy.microbatch import padded_lengths
@@ -56,8 +53,6 @@ from laminar.policy.placement import place
 from laminar.sim.baselines import Verl
 from laminar.sim.cost import Coefficient, CostModel
 from laminar.sim.systems import GpuSplit, Proc, System
-
-Z_99 = 2.3263478740408408  # standard normal quantile at 0.99 (the task's tail_ratio is p99/p50)
 
 
 def cost_extras(cfg: LaminarConfig) -> dict | None:
@@ -359,62 +354,3 @@ class RuntimeSync(RuntimeSystem, Verl):
 
 
 RUNTIME_SYSTEMS: dict[str, type[System]] = {"laminar": RuntimeLaminar, "sync": RuntimeSync}
-
-
-def runtime_workload(cfg: LaminarConfig) -> pd.DataFrame | None:
-    """Lengths for the runtime job: a run's trace in the order its prompts were issued, or the
-    task's answer lengths; None for a non-runtime source the usual loader handles."""
-    w = cfg.workload
-    if w.source.type == "trace":
-        from laminar.traces import read_trace
-
-        trace = read_trace(w.source.path, max_response_len=w.max_response_len)
-        return _issue_order(trace, w.prompts_per_step)
-    return task_workload(cfg)
-
-
-def _issue_order(trace: pd.DataFrame, prompts_per_step: int) -> pd.DataFrame:
-    """A run's trace re-keyed so the simulator hands its groups out by prompt id, as the
-    runtime's prompt pool did (its ``step`` column is the consuming step); incomplete groups
-    (in flight when the run stopped) are dropped."""
-    df = trace.sort_values(["prompt_id", "sample_index"], kind="stable")
-    sizes = df.groupby("prompt_id")["sample_index"].transform("size")
-    df = df[sizes == sizes.max()].copy()
-    order = {p: i for i, p in enumerate(dict.fromkeys(df["prompt_id"]))}
-    df["prompt_id"] = df["prompt_id"].map(order)
-    df["step"] = df["prompt_id"] // prompts_per_step
-    cols = ["step", "prompt_id", "sample_index", "prompt_len", "response_len", "finish_reason"]
-    return df[cols].reset_index(drop=True)
-
-
-def task_workload(cfg: LaminarConfig) -> pd.DataFrame:
-    """The repeat task's lengths (``runtime.task``): answer n log-normal (median, p99 =
-    ``tail_ratio`` x median) clipped to [1, max_response_len - 1], response n + 1 (the end of
-    sequence), prompt ``"<n>*<c>="`` plus BOS. A policy that answers exactly; the calibration
-    runs' own traces measure how far the real one strays."""
-    w, task = cfg.workload, cfg.runtime.task
-    if getattr(task, "type", "repeat") != "repeat":
-        raise ConfigError(
-            "config",
-            "workload.source",
-            f"response lengths of a {task.type!r} task are not known before a run: replay a "
-            "run's trace (workload.source: {type: trace, path: RUN/trajectories.parquet})",
-        )
-    steps = 2 * w.steps + 2  # room to generate ahead of the trainer (``load_run_workload``)
-    groups = steps * w.prompts_per_step
-    rng = np.random.default_rng([cfg.seed, 15])
-    sigma = math.log(task.tail_ratio) / Z_99
-    answer = np.rint(np.exp(math.log(task.median_len) + sigma * rng.standard_normal(groups)))
-    answer = np.clip(answer, 1, w.max_response_len - 1).astype(np.int64)
-    n = w.samples_per_prompt
-    prompt_len = np.array([len(str(a)) + 3 for a in answer], dtype=np.int64)  # BOS n * c =
-    return pd.DataFrame(
-        {
-            "step": np.repeat(np.arange(groups) // w.prompts_per_step, n),
-            "prompt_id": np.repeat(np.arange(groups), n),
-            "sample_index": np.tile(np.arange(n), groups),
-            "prompt_len": np.repeat(np.minimum(prompt_len, w.max_prompt_len), n),
-            "response_len": np.repeat(answer + 1, n),
-            "finish_reason": "stop",
-        }
-    )

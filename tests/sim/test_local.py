@@ -12,7 +12,8 @@ from laminar.cli import main
 from laminar.config import load_config
 from laminar.errors import ConfigError
 from laminar.sim import simulate
-from laminar.sim.local import is_runtime_setting, task_workload
+from laminar.sim.local import is_runtime_setting
+from laminar.sim.local_workload import task_workload
 
 COEFFS = {
     "replica_gpus": (1, "GPUs"),
