@@ -61,7 +61,10 @@ def fit_first_prompts(runs: list[RunData]) -> Fit:
         setup_s = run.summary.get("setup_s")
         if setup_s is None or not path.is_file():
             continue
-        starts = pd.read_parquet(path, columns=["gen_start_s"])["gen_start_s"].dropna()
+        try:
+            starts = pd.read_parquet(path, columns=["gen_start_s"])["gen_start_s"].dropna()
+        except Exception:  # an older trace without the column, or a damaged file: no figure
+            continue  # (``read_run`` has already named a file it cannot read)
         if len(starts):
             delays.append(max(0.0, float(starts.min()) - float(setup_s)))
     return _median_fit("first prompts", "first_prompts_s", delays, "from loop start")

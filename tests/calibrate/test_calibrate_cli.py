@@ -188,3 +188,7 @@ def test_the_cold_start_is_fitted_from_the_first_step(tmp_path):
     prompts = fit_first_prompts(runs)
     assert prompts.values["first_prompts_s"] == pytest.approx(1.0, rel=1e-6)
     assert prompts.samples == 3
+    # A trace without start times (an older run) gives no figure instead of failing.
+    pd.DataFrame({"step": [1], "prompt_len": 5, "response_len": 3}).to_parquet(
+        tmp_path / "r0" / "trajectories.parquet")  # fmt: skip
+    assert fit_first_prompts([read_run(tmp_path / "r0")]).samples == 0
