@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from laminar.calibrate.coldstart import fit_first_prompts, fit_first_step
 from laminar.calibrate.fit import (
     Fit,
     fit_engine,
@@ -53,12 +54,21 @@ def calibrate(run_dirs: Sequence[str | Path]) -> tuple[dict, list[Fit]]:
         cpu = fit_trainer(runs, "train_cpu_s")
         transfers = fit_transfer(runs)
         refill = fit_refill(runs)
+        first_step, first_prompts = fit_first_step(runs, trainers), fit_first_prompts(runs)
     except ValueError as e:
         raise RunDirError(f"{', '.join(str(r.path) for r in runs)}: {e}") from None
     if not trainers:
         raise RunDirError(f"{runs[0].path}: no trainer step recorded in any run")
-    fits = [engine, *trainers, *cpu, *transfers, refill]
+    cold = [*first_step.values(), first_prompts]
+    fits = [engine, *trainers, *cpu, *transfers, refill, *cold]
     content = _cost_content(runs, engine, trainers, transfers, refill)
+    # The job's cold start (``laminar.calibrate.coldstart``): outside the figures' window, it
+    # sets how far the rollouts are ahead when the window opens.
+    content["runtime"]["trainer_first_step_extra_s_by_threads"] = {
+        str(t): f.values["trainer_first_step_extra_s"] for t, f in first_step.items()
+    }
+    content["runtime"]["first_prompts_s"] = first_prompts.values["first_prompts_s"]
+    content["fit"].update({f.name: asdict(f) for f in cold})
     # The trainer's CPU seconds (not what the simulator charges: what a step costs with its
     # cores to itself; wall = CPU / the CPU share the machine gives it).
     content["runtime"]["trainer_cpu"] = {

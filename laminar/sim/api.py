@@ -37,8 +37,8 @@ from laminar.sim.local import (
     is_runtime_setting,
     placed_cost,
     runtime_config,
-    runtime_workload,
 )
+from laminar.sim.local_workload import runtime_workload
 from laminar.sim.registry import resolve_systems
 from laminar.sim.results import (
     SUMMARY_COLUMNS,

@@ -25,10 +25,14 @@ measured on the machine the runs came from (``laminar/calibrate``):
   ``rdma`` and ``pcie`` links, fitted to those two durations;
 - prompts a rollout takes start decoding the cost file's ``refill_latency_s`` later (the
   control plane's Ray calls: take, register in the partial pool, submit);
+- the job's cold start (outside the figures' window, but it sets how far the rollouts are
+  ahead when the window opens): the trainer's first step costs the cost file's
+  ``trainer_first_step_extra_s_by_threads`` more, and the rollouts' first prompts start
+  ``first_prompts_s`` after the job (``laminar.calibrate.coldstart``);
 - finished trajectories reach the buffer at the rollout's next flush (every
   ``runtime.flush_interval_s``; laminar mode) -> half an interval late on average;
 - the task's answer lengths, or a run's own trace (``workload.source: trace``) -> the
-  workload (:func:`runtime_workload`).
+  workload (``laminar.sim.local_workload``).
 
 Known differences: the trainer and replicas are assumed not to share cores with each other or
 with anything else (other processes on the machine slow the real run only); replicas on
@@ -42,9 +46,6 @@ import math
 from pathlib import Path
 from typing import ClassVar
 
-import numpy as np
-import pandas as pd
-
 from laminar.config import LaminarConfig
 from laminar.errors import ConfigError
 from laminar.policy.microbatch import padded_lengths
@@ -52,8 +53,6 @@ from laminar.policy.placement import place
 from laminar.sim.baselines import Verl
 from laminar.sim.cost import Coefficient, CostModel
 from laminar.sim.systems import GpuSplit, Proc, System
-
-Z_99 = 2.3263478740408408  # standard normal quantile at 0.99 (the task's tail_ratio is p99/p50)
 
 
 def cost_extras(cfg: LaminarConfig) -> dict | None:
@@ -184,15 +183,21 @@ class CoreSharing:
                 other.wake()
 
 
+def by_threads(cfg: LaminarConfig, key: str) -> float:
+    """The cost file's ``runtime[key]`` figure for this placement's trainer thread count, or
+    the nearest count's (0 if absent)."""
+    table = (cost_extras(cfg) or {}).get(key, {})
+    values = {int(k): float(v) for k, v in table.items()}
+    if not values:
+        return 0.0
+    threads = trainer_threads(cfg)
+    return values.get(threads, values[min(values, key=lambda k: (abs(k - threads), k))])
+
+
 def trainer_step_base_s(cfg: LaminarConfig) -> float:
     """Seconds a trainer step costs whatever its tokens (the cost file's base for this
     placement's thread count, or the nearest count's; 0 if absent)."""
-    table = (cost_extras(cfg) or {}).get("trainer_step_base_s_by_threads", {})
-    bases = {int(k): float(v) for k, v in table.items()}
-    if not bases:
-        return 0.0
-    threads = trainer_threads(cfg)
-    return bases.get(threads, bases[min(bases, key=lambda k: (abs(k - threads), k))])
+    return by_threads(cfg, "trainer_step_base_s_by_threads")
 
 
 class RuntimeSystem(System):
@@ -202,14 +207,29 @@ class RuntimeSystem(System):
         super().__init__(cfg)
         self.latency_s = refill_latency_s(cfg)
         self.step_base_s = trainer_step_base_s(cfg)
+        extras = cost_extras(cfg) or {}
+        self.first_step_extra_s = by_threads(cfg, "trainer_first_step_extra_s_by_threads")
+        self.first_prompts_s = float(extras.get("first_prompts_s", 0.0))
+        self.trained_steps = 0
 
     def train(self, cluster, groups, seq_lens: list[int]) -> Proc:
         """A step's fixed cost plus its tokens' (``trainer_step_base_s``, ``cost.train_s``),
-        counted as the trainer computes them: padded to their micro-batch's longest."""
+        counted as the trainer computes them: padded to their micro-batch's longest; the
+        first step pays the fresh trainer's warm-up on top (``first_step_extra_s``)."""
         padded = padded_lengths(seq_lens, self.cfg.runtime.grpo.micro_batch_tokens)
         train_s = self.step_base_s + cluster.cost.train_s(padded, cluster.split.trainer_gpus)
+        if self.trained_steps == 0:
+            train_s += self.first_step_extra_s
+        self.trained_steps += 1
         yield from cluster.trainer_work(train_s)
         return train_s
+
+    def first_prompts(self, cluster) -> Proc:
+        """Wait until the job's first prompts may reach an engine (``first_prompts_s`` after
+        the start, the refill latency included)."""
+        wait_s = self.first_prompts_s - self.latency_s - cluster.env.now
+        if wait_s > 0:
+            yield cluster.env.timeout(wait_s)
 
     def split(self, cost: CostModel) -> GpuSplit:
         """One trainer (its rate is per placement, ``placed_cost``), ``runtime.rollouts``
@@ -254,6 +274,7 @@ class RuntimeLaminar(RuntimeSystem):
             if k > 0:
                 break
             yield self._budget
+        yield from self.first_prompts(cluster)
         trajs = self._take(cluster, replica, k)
         yield cluster.env.timeout(self.latency_s)  # take, register, submit
         replica.assign(trajs)
@@ -296,6 +317,16 @@ class RuntimeSync(RuntimeSystem, Verl):
     name: ClassVar[str] = "sync"
     description: ClassVar[str] = "laminar train, mode sync, as the runtime runs it"
 
+    def start(self, cluster) -> None:
+        """The first round starts once the job's first prompts may (``first_prompts``)."""
+        super(Verl, self).start(cluster)  # Verl's own start launches at once
+
+        def first_round():
+            yield from self.first_prompts(cluster)
+            self.launch(cluster, 0)
+
+        cluster.env.process(first_round())
+
     def launch(self, cluster, version: int) -> None:
         """One step's groups dealt round robin to the replicas (``groups[i::n]``)."""
         groups = cluster.prompts.take(self.cfg.workload.prompts_per_step)
@@ -323,62 +354,3 @@ class RuntimeSync(RuntimeSystem, Verl):
 
 
 RUNTIME_SYSTEMS: dict[str, type[System]] = {"laminar": RuntimeLaminar, "sync": RuntimeSync}
-
-
-def runtime_workload(cfg: LaminarConfig) -> pd.DataFrame | None:
-    """Lengths for the runtime job: a run's trace in the order its prompts were issued, or the
-    task's answer lengths; None for a non-runtime source the usual loader handles."""
-    w = cfg.workload
-    if w.source.type == "trace":
-        from laminar.traces import read_trace
-
-        trace = read_trace(w.source.path, max_response_len=w.max_response_len)
-        return _issue_order(trace, w.prompts_per_step)
-    return task_workload(cfg)
-
-
-def _issue_order(trace: pd.DataFrame, prompts_per_step: int) -> pd.DataFrame:
-    """A run's trace re-keyed so the simulator hands its groups out by prompt id, as the
-    runtime's prompt pool did (its ``step`` column is the consuming step); incomplete groups
-    (in flight when the run stopped) are dropped."""
-    df = trace.sort_values(["prompt_id", "sample_index"], kind="stable")
-    sizes = df.groupby("prompt_id")["sample_index"].transform("size")
-    df = df[sizes == sizes.max()].copy()
-    order = {p: i for i, p in enumerate(dict.fromkeys(df["prompt_id"]))}
-    df["prompt_id"] = df["prompt_id"].map(order)
-    df["step"] = df["prompt_id"] // prompts_per_step
-    cols = ["step", "prompt_id", "sample_index", "prompt_len", "response_len", "finish_reason"]
-    return df[cols].reset_index(drop=True)
-
-
-def task_workload(cfg: LaminarConfig) -> pd.DataFrame:
-    """The repeat task's lengths (``runtime.task``): answer n log-normal (median, p99 =
-    ``tail_ratio`` x median) clipped to [1, max_response_len - 1], response n + 1 (the end of
-    sequence), prompt ``"<n>*<c>="`` plus BOS. A policy that answers exactly; the calibration
-    runs' own traces measure how far the real one strays."""
-    w, task = cfg.workload, cfg.runtime.task
-    if getattr(task, "type", "repeat") != "repeat":
-        raise ConfigError(
-            "config",
-            "workload.source",
-            f"response lengths of a {task.type!r} task are not known before a run: replay a "
-            "run's trace (workload.source: {type: trace, path: RUN/trajectories.parquet})",
-        )
-    steps = 2 * w.steps + 2  # room to generate ahead of the trainer (``load_run_workload``)
-    groups = steps * w.prompts_per_step
-    rng = np.random.default_rng([cfg.seed, 15])
-    sigma = math.log(task.tail_ratio) / Z_99
-    answer = np.rint(np.exp(math.log(task.median_len) + sigma * rng.standard_normal(groups)))
-    answer = np.clip(answer, 1, w.max_response_len - 1).astype(np.int64)
-    n = w.samples_per_prompt
-    prompt_len = np.array([len(str(a)) + 3 for a in answer], dtype=np.int64)  # BOS n * c =
-    return pd.DataFrame(
-        {
-            "step": np.repeat(np.arange(groups) // w.prompts_per_step, n),
-            "prompt_id": np.repeat(np.arange(groups), n),
-            "sample_index": np.tile(np.arange(n), groups),
-            "prompt_len": np.repeat(np.minimum(prompt_len, w.max_prompt_len), n),
-            "response_len": np.repeat(answer + 1, n),
-            "finish_reason": "stop",
-        }
-    )

@@ -162,3 +162,33 @@ def test_the_trainer_fit_counts_padded_tokens():
     assert tokens.tolist() == [150, 8, 10] and sq.tolist() == [7500, 2, 3]
     tokens, sq = padded_tokens(SimpleNamespace(lengths=None, config=cfg), trainer)
     assert tokens.tolist() == [61, 8, 10]
+
+
+def test_the_cold_start_is_fitted_from_the_first_step(tmp_path):
+    """The first trainer step's seconds beyond a warm step of its tokens, and the delay from
+    the loop's start to the first trajectory, each a median over runs."""
+    from laminar.calibrate import read_run
+    from laminar.calibrate.coldstart import fit_first_prompts, fit_first_step
+    from laminar.calibrate.fit import fit_trainer
+
+    runs = []
+    for i, (extra_s, delay_s) in enumerate(((1.2, 0.9), (0.8, 1.1), (1.0, 1.0))):
+        root = make_run(tmp_path / f"r{i}", seed=i)
+        tr = pd.read_csv(root / "profile" / "trainer_steps.csv")
+        tr.loc[tr["step"] == 0, "train_s"] += extra_s
+        tr.to_csv(root / "profile" / "trainer_steps.csv", index=False)
+        (root / "summary.json").write_text(json.dumps({"steps": 8, "setup_s": 5.0}))
+        starts = [5.0 + delay_s + 0.3, 5.0 + delay_s]  # a trace the step counts do not match
+        pd.DataFrame({"step": [99, 99], "prompt_len": 5, "response_len": 3,
+                      "gen_start_s": starts}).to_parquet(root / "trajectories.parquet")  # fmt: skip
+        runs.append(read_run(root))
+    first = fit_first_step(runs, fit_trainer(runs))
+    assert list(first) == [1]  # one trainer thread in every run
+    assert first[1].values["trainer_first_step_extra_s"] == pytest.approx(1.0, rel=1e-3)
+    prompts = fit_first_prompts(runs)
+    assert prompts.values["first_prompts_s"] == pytest.approx(1.0, rel=1e-6)
+    assert prompts.samples == 3
+    # A trace without start times (an older run) gives no figure instead of failing.
+    pd.DataFrame({"step": [1], "prompt_len": 5, "response_len": 3}).to_parquet(
+        tmp_path / "r0" / "trajectories.parquet")  # fmt: skip
+    assert fit_first_prompts([read_run(tmp_path / "r0")]).samples == 0

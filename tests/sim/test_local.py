@@ -12,7 +12,8 @@ from laminar.cli import main
 from laminar.config import load_config
 from laminar.errors import ConfigError
 from laminar.sim import simulate
-from laminar.sim.local import is_runtime_setting, task_workload
+from laminar.sim.local import is_runtime_setting
+from laminar.sim.local_workload import task_workload
 
 COEFFS = {
     "replica_gpus": (1, "GPUs"),
@@ -184,3 +185,37 @@ def test_an_idle_engine_occupies_its_cores_while_it_spins(tmp_path):
     share.busy_changed(cluster, b, True)  # back before its spin ended: the leave is void
     cluster.env.run(until=3.0)
     assert share.slowdown(a) == 2.0
+
+
+def cold_job(tmp_path, *overrides: str, extra_s: float = 0.0, first_s: float = 0.0):
+    """The tiny-cpu job with a cost file that states a cold start."""
+    path = tmp_path / f"cold-{extra_s}-{first_s}.json"
+    data = json.loads(Path(cost_file(path)).read_text())
+    data["runtime"].update(trainer_first_step_extra_s_by_threads={"1": extra_s, "2": extra_s},
+                           first_prompts_s=first_s)
+    path.write_text(json.dumps(data))
+    return load_config(preset="tiny-cpu",
+                       overrides=["workload.steps=4", f"sim.cost_file={path}", *overrides])
+
+
+@pytest.mark.parametrize("mode", ["laminar", "sync"])
+def test_the_cold_start_delays_the_first_prompts_and_step(tmp_path, mode):
+    """The first prompts start ``first_prompts_s`` into the job and only the first trainer
+    step pays ``trainer_first_step_extra_s``."""
+    warm = simulate(cold_job(tmp_path, f"runtime.mode={mode}"))
+    cold = simulate(cold_job(tmp_path, f"runtime.mode={mode}", extra_s=0.7, first_s=0.5))
+    assert warm.trajectories["gen_start_s"].min() < 0.5
+    assert cold.trajectories["gen_start_s"].min() == pytest.approx(0.5)
+    warm_s, cold_s = warm.steps["train_s"].to_numpy(), cold.steps["train_s"].to_numpy()
+    assert cold_s[0] == pytest.approx(warm_s[0] + 0.7)
+
+
+def test_a_longer_cold_start_lets_prefetch_run_further_ahead(tmp_path):
+    """While the first step is slow the rollouts generate up to the prompt budget: with three
+    steps of prefetch, more finished groups wait when the trainer's second step starts."""
+    ahead = []
+    for extra_s in (0.0, 2.0):
+        res = simulate(cold_job(tmp_path, "runtime.prefetch_steps=3", extra_s=extra_s))
+        second = res.steps.iloc[1]["start_s"]
+        ahead.append(int((res.trajectories["gen_end_s"] <= second).sum()))
+    assert ahead[1] > ahead[0]
