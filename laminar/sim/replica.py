@@ -288,7 +288,13 @@ class Replica:
 
     def kv_now(self) -> int:
         """KV tokens in use now, without changing any state."""
-        return self.kv + (self._steps_by(self.env.now) - self.seg_done) * self.seg_b
+        return self.kv_at(self.env.now)
+
+    def kv_at(self, now: float) -> int:
+        """KV tokens in use at ``now`` (the present, read once by the caller)."""
+        if not self.in_segment or now <= self.seg_t0:
+            return self.kv  # nothing decoded since the last applied step
+        return self.kv + (self._steps_by(now) - self.seg_done) * self.seg_b
 
     def snapshot(
         self,
