@@ -26,6 +26,7 @@ import simpy
 from laminar.policy.repack import ReplicaState, StepCost, TrajectoryState
 from laminar.sim.decode import kv_integral, steps_within
 from laminar.sim.pools import Trajectory
+from laminar.sim.systems import System
 
 
 class Replica:
@@ -83,6 +84,10 @@ class Replica:
         # place, so local names stay valid for the whole run.
         running, waiting = self.running, self.waiting
         capacity = self.capacity
+        # Laminar and most baselines wait until a replica is empty to refill it: skip the
+        # no-op call after every completion.
+        top_up = None if type(system).top_up is System.top_up else system.top_up
+        now = env.now  # the clock only moves at a yield: read it once after each
         while True:
             if not running and not waiting:
                 self.idle_since = env.now
@@ -93,12 +98,12 @@ class Replica:
                 self.idle_s += env.now - self.idle_since
                 self.idle_since = None
                 self._busy(True)
+                now = env.now
                 continue
             # Most events are a completion with nobody waiting: skip the no-op calls.
             prefill_s = self._admit() if waiting else 0.0
             if self.kv + len(running) > capacity:
                 self._preempt_overflow()
-            now = env.now
             n = self._plan(prefill_s, now)
             self.in_segment = True
             try:
@@ -107,8 +112,9 @@ class Replica:
             except simpy.Interrupt:
                 self._wake_pending = False
             self.in_segment = False
-            if self._complete(env.now) and running:
-                system.top_up(cluster, self)
+            now = env.now
+            if self._complete(now) and running and top_up is not None:
+                top_up(cluster, self)
 
     def assign(self, trajs: list[Trajectory]) -> None:
         """Queue new trajectories, generated with this replica's current weights."""
