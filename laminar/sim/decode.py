@@ -36,10 +36,14 @@ def steps_within(dt_s: float, a_s: float, c_s: float) -> int:
     else:
         half = a_s - c_s / 2
         n = int((-half + math.sqrt(half * half + 2 * c_s * slack)) / c_s)
-    while n > 0 and segment_time_s(n, a_s, c_s) > slack:
+    # Correct the root's rounding; T(n) = segment_time_s, inlined (called at every repack
+    # check for every replica): the same arithmetic, so the same answer.
+    while n > 0 and n * a_s + c_s * (n * (n - 1) / 2) > slack:
         n -= 1
-    while segment_time_s(n + 1, a_s, c_s) <= slack:
-        n += 1
+    m = n + 1
+    while m * a_s + c_s * (m * (m - 1) / 2) <= slack:
+        n = m
+        m += 1
     return n
 
 

@@ -54,17 +54,21 @@ class RolloutManager:
         replicas whose KV use is not falling; only the others get the per-trajectory snapshot.
         """
         snaps: list[ReplicaState] = []
+        kv_prev = self.kv_prev
+        now = self.env.now
         for r in self.cluster.replicas:
-            kv = r.kv_now()
-            batch, prev = self.kv_prev.get(r.rid, (-1, 0))
+            kv = r.kv_at(now)
+            rid = r.rid
+            batch, prev = kv_prev.get(rid, (-1, 0))
             if batch != r.batches:
                 prev = 0  # a fresh batch since the last look: its KV use is rising, not falling
-            self.kv_prev[r.rid] = (r.batches, kv)
-            if not (r.running or r.waiting):
+            kv_prev[rid] = (r.batches, kv)
+            held = len(r.running) + len(r.waiting)
+            if not held:
                 continue
-            if len(r.running) + len(r.waiting) >= r.max_batch:
+            if held >= r.max_batch:
                 continue  # cheap test first: a full replica is never a candidate
-            state = ReplicaState(r.rid, r.version, r.capacity, kv, prev, r.max_batch)
+            state = ReplicaState(rid, r.version, r.capacity, kv, prev, r.max_batch)
             if is_candidate(state):
                 snaps.append(r.snapshot(prev, self.step_cost, self.max_step_slowdown))
         return snaps

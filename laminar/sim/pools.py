@@ -111,26 +111,27 @@ class PromptPool:
     def take(self, n_groups: int) -> list[Group]:
         """The next ``n_groups`` prompts, as fresh groups with their trajectories."""
         out = []
+        groups, trajectories = self.groups, self.trajectories
+        sample_index, prompt_len, response_len = (
+            self.sample_index, self.prompt_len, self.response_len
+        )  # fmt: skip
+        n_starts = len(self.group_start)
         for _ in range(n_groups):
             i = self.cursor
             step, prompt_id = self.group_key[i]
-            g = Group(len(self.groups), step, prompt_id, self.epoch)
-            for row in range(self.group_start[i], self.group_end[i]):
-                t = Trajectory(
-                    len(self.trajectories),
-                    g,
-                    row,
-                    self.sample_index[row],
-                    self.prompt_len[row],
-                    self.response_len[row],
-                )
-                g.trajs.append(t)
-                self.trajectories.append(t)
-            g.remaining = len(g.trajs)
-            self.groups.append(g)
+            g = Group(len(groups), step, prompt_id, self.epoch)
+            tid = len(trajectories)
+            mine = [
+                Trajectory(tid + k, g, row, sample_index[row], prompt_len[row], response_len[row])
+                for k, row in enumerate(range(self.group_start[i], self.group_end[i]))
+            ]
+            g.trajs = mine
+            trajectories.extend(mine)
+            g.remaining = len(mine)
+            groups.append(g)
             out.append(g)
             self.cursor += 1
-            if self.cursor == len(self.group_start):
+            if self.cursor == n_starts:
                 self.cursor = 0
                 self.epoch += 1
         return out

@@ -24,8 +24,9 @@ from heapq import heappop, heappush
 import simpy
 
 from laminar.policy.repack import ReplicaState, StepCost, TrajectoryState
-from laminar.sim.decode import kv_integral, segment_time_s, steps_within
+from laminar.sim.decode import kv_integral, steps_within
 from laminar.sim.pools import Trajectory
+from laminar.sim.systems import System
 
 
 class Replica:
@@ -77,32 +78,43 @@ class Replica:
     def run(self):
         env = self.env
         timeout = env.timeout
-        system = self.cluster.system
+        cluster = self.cluster
+        system = cluster.system
+        # Hot loop (one pass per decode segment): these containers are only ever mutated in
+        # place, so local names stay valid for the whole run.
+        running, waiting = self.running, self.waiting
+        capacity = self.capacity
+        # Laminar and most baselines wait until a replica is empty to refill it: skip the
+        # no-op call after every completion.
+        top_up = None if type(system).top_up is System.top_up else system.top_up
+        now = env.now  # the clock only moves at a yield: read it once after each
         while True:
-            if not self.running and not self.waiting:
+            if not running and not waiting:
                 self.idle_since = env.now
                 self._record(0)
                 self._busy(False)
                 yield from self.wait_up()
-                yield from system.refill(self.cluster, self)
+                yield from system.refill(cluster, self)
                 self.idle_s += env.now - self.idle_since
                 self.idle_since = None
                 self._busy(True)
+                now = env.now
                 continue
             # Most events are a completion with nobody waiting: skip the no-op calls.
-            prefill_s = self._admit() if self.waiting else 0.0
-            if self.kv + len(self.running) > self.capacity:
+            prefill_s = self._admit() if waiting else 0.0
+            if self.kv + len(running) > capacity:
                 self._preempt_overflow()
-            n = self._plan(prefill_s)
+            n = self._plan(prefill_s, now)
             self.in_segment = True
             try:
-                yield timeout(self.seg_end - env.now)
+                yield timeout(self.seg_end - now)
                 self._apply(n)
             except simpy.Interrupt:
                 self._wake_pending = False
             self.in_segment = False
-            if self._complete() and self.running:
-                system.top_up(self.cluster, self)
+            now = env.now
+            if self._complete(now) and running and top_up is not None:
+                top_up(cluster, self)
 
     def assign(self, trajs: list[Trajectory]) -> None:
         """Queue new trajectories, generated with this replica's current weights."""
@@ -163,7 +175,7 @@ class Replica:
             t.preemptions += 1
             self.waiting.appendleft(t)
 
-    def _plan(self, prefill_s: float) -> int:
+    def _plan(self, prefill_s: float, now: float) -> int:
         """Set up the segment up to the next completion or overflow; returns its steps."""
         heap = self.heap
         top = heap[0]
@@ -178,18 +190,20 @@ class Replica:
             n = min(n, 1)
         share = self._share
         slow = 1.0 if share is None else share.slowdown(self)  # cores shared with busy peers
+        busy = self.busy_until
+        if busy < now:
+            busy = now
         if prefill_s:
             prefill_s *= slow
-            self.busy_until = max(self.env.now, self.busy_until) + prefill_s
+            busy += prefill_s
             self.kv_token_s += kv * prefill_s
-        else:
-            self.busy_until = max(self.env.now, self.busy_until)
+        self.busy_until = self.seg_t0 = busy
         per_kv_s = self._per_kv_s
-        self.seg_t0 = t0 = self.busy_until
         self.seg_a = a = slow * (self._decode_fixed_s(b) + kv * per_kv_s)
         self.seg_c = c = slow * b * per_kv_s
         self.seg_n, self.seg_done, self.seg_b, self.seg_kv0 = n, 0, b, kv
-        self.seg_end = t0 + segment_time_s(n, a, c)
+        # segment_time_s, inlined (the same arithmetic, so the same bits)
+        self.seg_end = busy + (n * a + c * (n * (n - 1) / 2))
         if self._series is not None:
             self._record(kv + n * b)
         return n
@@ -205,16 +219,18 @@ class Replica:
 
     def _apply(self, n: int) -> None:
         """Account steps ``seg_done..n`` of the current segment."""
-        k = n - self.seg_done
+        done = self.seg_done
+        k = n - done
         if k <= 0:
             return
         a, c, kv0, b = self.seg_a, self.seg_c, self.seg_kv0, self.seg_b
         self.kv_token_s += kv_integral(n, a, c, kv0, b)
-        if self.seg_done:
-            self.kv_token_s -= kv_integral(self.seg_done, a, c, kv0, b)
+        if done:
+            self.kv_token_s -= kv_integral(done, a, c, kv0, b)
         self.steps += k
-        self.kv += k * b
-        self.decoded_tokens += k * b
+        kb = k * b
+        self.kv += kb
+        self.decoded_tokens += kb
         self.seg_done = n
 
     def _steps_by(self, now: float) -> int:
@@ -223,13 +239,16 @@ class Replica:
             return self.seg_done
         return min(self.seg_n, steps_within(now - self.seg_t0, self.seg_a, self.seg_c))
 
-    def _complete(self) -> int:
-        """Retire every trajectory whose last token was generated by the current step; return
-        how many."""
-        heap, steps, now, running = self.heap, self.steps, self.env.now, self.running
+    def _complete(self, now: float) -> int:
+        """Retire every trajectory whose last token was generated by the current step (the
+        step counter reads it at ``now``); return how many."""
+        heap, steps = self.heap, self.steps
+        if not heap or heap[0][0] > steps:
+            return 0
+        running = self.running
         cluster = self.cluster
         active = cluster.partial.active
-        done = 0
+        done = freed = 0
         while heap and heap[0][0] <= steps:
             _, seq, t = heappop(heap)
             if t.heap_seq != seq:
@@ -237,14 +256,18 @@ class Replica:
             del running[t.tid]
             del active[t.tid]
             done += 1
-            self.kv -= t.prompt_len + t.response_len
-            t.generated = t.response_len
+            r = t.response_len
+            freed += t.prompt_len + r
+            t.generated = r
             t.heap_seq = -1
             t.gen_end_s = now
             g = t.group
             g.remaining -= 1
             if g.remaining == 0:  # the whole GRPO group is done: into the experience buffer
+                self.kv -= freed  # deliver may look at this replica: bring its KV up to date
+                freed = 0
                 cluster.system.deliver(cluster, g)
+        self.kv -= freed
         return done
 
     # Seen from outside ----------------------------------------------------------------------
@@ -271,7 +294,13 @@ class Replica:
 
     def kv_now(self) -> int:
         """KV tokens in use now, without changing any state."""
-        return self.kv + (self._steps_by(self.env.now) - self.seg_done) * self.seg_b
+        return self.kv_at(self.env.now)
+
+    def kv_at(self, now: float) -> int:
+        """KV tokens in use at ``now`` (the present, read once by the caller)."""
+        if not self.in_segment or now <= self.seg_t0:
+            return self.kv  # nothing decoded since the last applied step
+        return self.kv + (self._steps_by(now) - self.seg_done) * self.seg_b
 
     def snapshot(
         self,
