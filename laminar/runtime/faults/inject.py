@@ -139,7 +139,9 @@ def kill_relay(a: Any, target: str | None) -> dict:
         raise FaultNotApplicable("kill-relay needs the relay tier (relay.enabled=true)")
     from laminar.runtime.cluster import node_of
 
-    return {"target": relays.kill(target, trainer_machine=node_of(a.trainer))}
+    faults = a.info.get("faults", [])
+    lost = frozenset(f.get("node_id") for f in faults if f["kind"] == "kill-machine")
+    return {"target": relays.kill(target, trainer_machine=node_of(a.trainer), lost=lost)}
 
 
 def kill_machine(a: Any, target: str | None) -> dict:

@@ -33,9 +33,12 @@ class RelayFaults:
         self.node = {info.id: info.machine for _, info in workers}
         self.restarting: dict[str, tuple[Any, Any]] = {}  # relay id -> (handle, info ref)
 
-    def kill(self, target: str | None, trainer_machine: str | None = None) -> str:
+    def kill(
+        self, target: str | None, trainer_machine: str | None = None, lost: frozenset = frozenset()
+    ) -> str:
         """Kill relay ``target`` (an id or an index), by default the last one that is not the
-        master (the relay on the trainer's machine, which the trainer hands weights to)."""
+        master (the relay on the trainer's machine, which the trainer hands weights to) nor on
+        a machine ``lost`` (killed, maybe not yet declared dead by Ray)."""
         import ray
 
         ids = sorted(self.handles)
@@ -45,7 +48,15 @@ class RelayFaults:
                 raise FaultNotApplicable(f"no relay {target!r} (relays: {', '.join(ids)})")
         else:
             master_machine = trainer_machine or self._trainer_machine()
-            others = [r for r in ids if self.node[r] != master_machine]
+            # a relay being restarted, or on a machine already lost, is no longer there to kill
+            others = [
+                r
+                for r in ids
+                if self.node[r] != master_machine
+                and r not in self.restarting
+                and self.node[r] not in lost
+                and _node_alive(self.node[r])
+            ]
             if not others:
                 raise FaultNotApplicable(
                     "only the master relay runs (one machine): kill-relay needs a relay on "
