@@ -80,11 +80,21 @@ def make_dirs() -> RunDirs:
 
 
 @contextlib.contextmanager
-def ray_session(cfg: LaminarConfig, *, verbose: bool = False) -> Iterator[RunDirs]:
-    """Start (or join) Ray for one run; on exit shut it down and remove the run's files."""
+def ray_session(
+    cfg: LaminarConfig, *, verbose: bool = False, run_dir: Path | None = None
+) -> Iterator[RunDirs]:
+    """Start (or join) Ray for one run; on exit shut it down and remove the run's files.
+
+    ``run_dir``: the run directory this session writes; the session is recorded there while it
+    runs and marked ended once its files are gone (``laminar.runtime.sessions``), so a later
+    ``--resume`` knows what a killed one left."""
     import ray
 
+    from laminar.runtime import sessions
+
     dirs = make_dirs()
+    if run_dir is not None:
+        sessions.begin(run_dir, dirs.run_id)
     saved = dict(os.environ)
     os.environ.update(dirs.env())  # the driver and a local Ray's processes inherit these
     address = cfg.runtime.address or None
@@ -118,6 +128,8 @@ def ray_session(cfg: LaminarConfig, *, verbose: bool = False) -> Iterator[RunDir
         shutil.rmtree(dirs.tmp, ignore_errors=True)
         os.environ.clear()
         os.environ.update(saved)
+        if run_dir is not None:
+            sessions.end(run_dir, dirs.run_id)
 
 
 @contextlib.contextmanager
