@@ -254,14 +254,16 @@ def rollout_options(
 
 
 def control_plane_options() -> dict:
-    """Ray options that keep an actor on the driver's machine (soft: anywhere if it cannot):
-    the pools and the rollout manager are the run's ledger, kept where the driver is, off the
-    machines whose loss the run survives."""
+    """Ray options that keep an actor on the driver's machine: the pools and the rollout
+    manager are the run's ledger, kept where the driver is, off the machines whose loss the run
+    survives. Hard affinity: with a soft one Ray places an actor that asks for no resources on
+    a random node (seen on emulated machines: pools on rollout machines, so no machine could be
+    lost), and the driver's own node can always take an actor of no resources."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     node_id = ray.get_runtime_context().get_node_id()
-    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=True)}
+    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False)}
 
 
 def actor(cls: type, **options: Any) -> Any:
