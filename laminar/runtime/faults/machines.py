@@ -54,7 +54,12 @@ class MachineFaults:
         if target is None:
             candidates = {names[n] for n in where.values() if n not in spared and n in names}
             if not candidates:  # e.g. the rollouts elsewhere are still being replaced
-                raise FaultDeferred("no machine with a healthy rollout can be lost now")
+                seen = {rid: names.get(n or "", n) for rid, n in where.items()}
+                kept = sorted(names.get(n or "", str(n)) for n in spared)
+                raise FaultDeferred(
+                    "no machine with a healthy rollout can be lost now (healthy rollouts on: "
+                    f"{seen}; spared: {kept})"
+                )
             target = sorted(candidates)[-1]
         m = self.cluster.nodes.get(target)
         if m is None:

@@ -15,6 +15,8 @@ from typing import Any
 
 from laminar.runtime.faults.inject import FaultNotApplicable
 
+RESTART_ATTEMPTS = 3  # starts of a dead relay's replacement on a live machine before giving up
+
 
 def relay_handles(store: Any) -> RelayFaults | None:
     """The run's relay workers, when its weight path is the relay tier."""
@@ -32,6 +34,7 @@ class RelayFaults:
         self.infos = {info.id: info for _, info in workers}
         self.node = {info.id: info.machine for _, info in workers}
         self.restarting: dict[str, tuple[Any, Any]] = {}  # relay id -> (handle, info ref)
+        self.failed_starts: dict[str, int] = {}  # relay id -> failed starts of its restart
 
     def kill(
         self, target: str | None, trainer_machine: str | None = None, lost: frozenset = frozenset()
@@ -92,8 +95,13 @@ class RelayFaults:
                 del self.restarting[rid]
                 try:
                     ray.get(info_ref)
-                except ray.exceptions.RayError:  # its machine went meanwhile: no relay there
-                    del self.handles[rid]
+                except ray.exceptions.RayError as e:
+                    tries = self.failed_starts[rid] = self.failed_starts.get(rid, 0) + 1
+                    self._note(sup, rid, f"{type(e).__name__}: ...{str(e)[-300:]}")
+                    if tries < RESTART_ATTEMPTS and _node_alive(self.node[rid]):
+                        self._start(rid)  # e.g. its old process still held the ports
+                        continue
+                    del self.handles[rid]  # its machine went meanwhile: no relay there
                     self._close_record(sup, rid, restarted=False)
                     changed = True
                     continue
@@ -105,8 +113,6 @@ class RelayFaults:
         return changed
 
     def _restart(self, rid: str, sup: Any) -> None:
-        from laminar.runtime.relay.tier import start_relay_worker
-
         now = sup.now_s()
         rec = sup._open_record("kill-relay", rid) or sup._record(
             {"kind": "relay-death", "target": rid, "at_s": now, "step": sup.last_step}
@@ -117,9 +123,20 @@ class RelayFaults:
             rec.pop("restart_t")
             rec.update(open=False, restarted=False)
             return
-        info = self.infos[rid]
-        handle = start_relay_worker(self.store.relay_cfg, info, self.node[rid])
+        self.failed_starts[rid] = 0
+        self._start(rid)
+
+    def _start(self, rid: str) -> None:
+        from laminar.runtime.relay.tier import start_relay_worker
+
+        handle = start_relay_worker(self.store.relay_cfg, self.infos[rid], self.node[rid])
         self.restarting[rid] = (handle, handle.info.remote())
+
+    def _note(self, sup: Any, rid: str, error: str) -> None:
+        """A failed start of relay ``rid``'s replacement, on its open record."""
+        for rec in sup.faults:
+            if rec.get("target") == rid and rec.get("open") and "restart_t" in rec:
+                rec.setdefault("restart_errors", []).append(error)
 
     def _close_record(self, sup: Any, rid: str, restarted: bool = True) -> None:
         for rec in sup.faults:
