@@ -15,7 +15,8 @@ from typing import Any
 
 from laminar.runtime.faults.inject import FaultNotApplicable
 
-RESTART_ATTEMPTS = 3  # starts of a dead relay's replacement on a live machine before giving up
+RESTART_ATTEMPTS = 15  # starts of a dead relay's replacement on a live machine before giving up
+RESTART_RETRY_S = 5.0  # between them: ~70 s in all, past the old connections' TIME_WAIT
 
 
 def relay_handles(store: Any) -> RelayFaults | None:
@@ -35,6 +36,7 @@ class RelayFaults:
         self.node = {info.id: info.machine for _, info in workers}
         self.restarting: dict[str, tuple[Any, Any]] = {}  # relay id -> (handle, info ref)
         self.failed_starts: dict[str, int] = {}  # relay id -> failed starts of its restart
+        self.retry_at: dict[str, float] = {}  # relay id -> when to start it again (monotonic)
 
     def kill(
         self, target: str | None, trainer_machine: str | None = None, lost: frozenset = frozenset()
@@ -82,7 +84,7 @@ class RelayFaults:
         refs = {rid: h.info.remote() for rid, h in self.handles.items()}
         ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=2.0)
         for rid, ref in refs.items():
-            if rid in self.restarting or ref not in ready:
+            if rid in self.restarting or rid in self.retry_at or ref not in ready:
                 continue
             try:
                 ray.get(ref)
@@ -99,7 +101,9 @@ class RelayFaults:
                     tries = self.failed_starts[rid] = self.failed_starts.get(rid, 0) + 1
                     self._note(sup, rid, f"{type(e).__name__}: ...{str(e)[-300:]}")
                     if tries < RESTART_ATTEMPTS and _node_alive(self.node[rid]):
-                        self._start(rid)  # e.g. its old process still held the ports
+                        # its ports are not free yet (ucxx: "Device is busy" while the old
+                        # connections linger): a new start a little later
+                        self.retry_at[rid] = time.monotonic() + RESTART_RETRY_S
                         continue
                     del self.handles[rid]  # its machine went meanwhile: no relay there
                     self._close_record(sup, rid, restarted=False)
@@ -110,6 +114,10 @@ class RelayFaults:
                 self.workers[i] = (handle, self.infos[rid])
                 self._close_record(sup, rid)
                 changed = True
+        for rid, at in list(self.retry_at.items()):
+            if time.monotonic() >= at:
+                del self.retry_at[rid]
+                self._start(rid)
         return changed
 
     def _restart(self, rid: str, sup: Any) -> None:
