@@ -4,13 +4,14 @@ around a killed machine (the paper's Fig. 15).
 Usage::
 
     PYTHONPATH=. python benchmarks/bench_faults.py --out runs/bench-faults [--steps 10]
-        [--machines 3] [--set KEY=VALUE ...]
+        [--machines 3 [--machine-at STEP]] [--skip-one-host] [--set KEY=VALUE ...]
 
 1. One host: a ``laminar train`` run (tiny-cpu, small batches) with ``kill-engine``,
    ``kill-trainer`` and ``kill-rollout`` injected at different steps.
 2. ``--machines N`` (N >= 3): an emulated cluster of N Ray nodes on this host
    (``laminar.runtime.emulate``), relay tier on, one rollout per machine but the trainer's, with
-   ``kill-relay`` and then ``kill-machine`` injected; ``laminar plot`` draws ``faults.png``.
+   ``kill-relay@2`` and then ``kill-machine`` (at ``--machine-at``, default half the steps)
+   injected; ``laminar plot`` draws ``faults.png``, the throughput timeline around them.
 
 Prints one JSON line per fault and a markdown table of detection, recovery and replacement
 seconds per kind (record them in ``benchmarks/RESULTS.md``).
@@ -53,7 +54,7 @@ def one_host(out: Path, steps: int, sets: list[str]) -> list[dict]:
     return summary["faults"]
 
 
-def machines(out: Path, steps: int, n: int, sets: list[str]) -> list[dict]:
+def machines(out: Path, steps: int, n: int, sets: list[str], at: int = 0) -> list[dict]:
     from laminar.runtime.emulate import EmulatedCluster
     from laminar.runtime.faults.machines import register, unregister
 
@@ -63,7 +64,7 @@ def machines(out: Path, steps: int, n: int, sets: list[str]) -> list[dict]:
         run = out / "machines"
         extra = [f"runtime.address={emu.address}", "relay.enabled=true"]
         extra += [f"runtime.rollouts={n - 1}"]
-        faults = ["kill-relay@2", f"kill-machine@{steps // 2}"]
+        faults = ["kill-relay@2", f"kill-machine@{at or steps // 2}"]
         summary = _train(run, steps, faults, [*extra, *sets])
     finally:
         unregister(emu)
@@ -102,13 +103,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="runs/bench-faults")
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--machines", type=int, default=0, help="emulated machines (>= 3), 0: skip")
+    p.add_argument("--machine-at", type=int, default=0, help="kill-machine's step (0: half)")
     p.add_argument("--skip-one-host", action="store_true")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args(argv)
     out = Path(args.out)
     faults = [] if args.skip_one_host else one_host(out, args.steps, args.sets)
     if args.machines:
-        faults += machines(out, args.steps, args.machines, args.sets)
+        faults += machines(out, args.steps, args.machines, args.sets, args.machine_at)
     for f in faults:
         print(json.dumps(f, default=str))
     print(table(faults))

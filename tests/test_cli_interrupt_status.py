@@ -34,3 +34,22 @@ def test_a_handled_interrupt_exits_130_under_python_m(tmp_path, forget, status):
     if forget == "keep" and done.returncode == 130:
         pytest.skip("this Python does not keep the stale flag: nothing to clear")
     assert done.returncode == status
+
+
+def test_a_stop_signal_wrapped_by_ray_is_still_a_stop():
+    """SIGTERM landing in Ray's C code comes back as ``SystemError`` raised from our
+    ``Terminated``: still a clean stop (exit 143), not a crash (exit 1)."""
+    from laminar.cli.train_cmd import Terminated, _stop_signal
+
+    def wrapped(inner: BaseException) -> BaseException:
+        try:
+            try:
+                raise inner
+            except BaseException as e:
+                raise SystemError("returned a result with an exception set") from e
+        except SystemError as outer:
+            return outer
+
+    assert isinstance(_stop_signal(wrapped(Terminated())), Terminated)
+    assert isinstance(_stop_signal(wrapped(KeyboardInterrupt())), KeyboardInterrupt)
+    assert _stop_signal(wrapped(ValueError("a real error"))) is None

@@ -218,15 +218,19 @@ def test_faults_are_marked_on_the_throughput_timeline(runs, tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     start = summary.get("setup_s") or 0.0
     summary["faults"] = [
-        {"kind": "kill-machine", "target": "node-1", "at_s": start + 0.5, "detection_s": 0.2,
-         "recovery_s": 0.3},
         {"kind": "kill-relay", "at_s": start + 0.1, "skipped": "one machine"},
+        {"kind": "kill-machine", "target": "node-1", "at_s": start + 0.5, "detection_s": 0.2,
+         "recovery_s": 0.3, "replacements": ["r4"], "replaced_s": 0.9},
     ]  # fmt: skip
     (run_dir / "summary.json").write_text(json.dumps(summary))
     fig = train_faults_figure(load_train_run(run_dir))
     ax = fig.axes[0]
     names = [t.get_text() for t in ax.texts]
-    assert names == ["kill-machine node-1"]  # the skipped one is not drawn
+    assert names == ["kill-machine node-1", "r4 serving"]  # the skipped one is not drawn
+    back = [ln for ln in ax.lines if ln.get_linestyle() == ":"]
+    assert [ln.get_xdata()[0] for ln in back] == [pytest.approx(1.4)]  # 0.5 + 0.9
+    labels = ax.get_legend_handles_labels()[1]
+    assert "fault" in labels and "replacement serving" in labels
     shaded = [p for p in ax.patches if abs(p.get_x() - 0.5) < 1e-9]
     assert shaded and abs(shaded[0].get_width() - 0.5) < 1e-9  # detection + recovery
     assert max(ax.lines[0].get_ydata()) > 0  # generated tokens/s drawn

@@ -57,6 +57,19 @@ class Terminated(BaseException):
     """SIGTERM reached the driver: stop like Ctrl-C (engines stopped, run directory kept)."""
 
 
+def _stop_signal(e: BaseException | None) -> BaseException | None:
+    """The SIGTERM (:class:`Terminated`) or Ctrl-C behind ``e``, if any: one that reached the
+    driver inside Ray's C code comes back wrapped (Ray's signal check raises ``SystemError``
+    from it), so the exception's cause and context chain is searched."""
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, (Terminated, KeyboardInterrupt)):
+            return e
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return None
+
+
 def _config(args: argparse.Namespace):
     """The run's config and, with --resume, the state it continues from."""
     from laminar.config import load_config
@@ -84,7 +97,10 @@ def _config(args: argparse.Namespace):
                 "--resume", "", "takes its config and directory from the run (no CONFIG, "
                 "--preset or --out)"
             )
+        from laminar.runtime.sessions import check_not_running
+
         _, state = load_resume(args.resume)
+        check_not_running(args.resume)  # two drivers must not write one directory
         cfg = load_config(Path(args.resume) / "config.yaml", overrides=args.overrides)
     else:
         if args.config is None and args.preset is None:
@@ -136,11 +152,14 @@ def _train(args: argparse.Namespace) -> int:
             log=log,
             resume=state,
         )
-    except (Terminated, KeyboardInterrupt) as e:
+    except (Terminated, KeyboardInterrupt, Exception) as e:
+        stop = _stop_signal(e)
+        if stop is None:
+            raise
         bar.close()
-        why = "terminated" if isinstance(e, Terminated) else "interrupted"
+        why = "terminated" if isinstance(stop, Terminated) else "interrupted"
         print(f"laminar train: {why}; go on with: laminar train --resume {out}", file=sys.stderr)
-        return EXIT_TERMINATED if isinstance(e, Terminated) else 130
+        return EXIT_TERMINATED if isinstance(stop, Terminated) else 130
     finally:
         bar.close()
         signal.signal(signal.SIGTERM, old)

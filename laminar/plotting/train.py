@@ -287,17 +287,28 @@ def _mark_events(ax, run: TrainRun) -> None:
 
 def _mark_faults(ax, run: TrainRun) -> None:
     """Injected faults and deaths (``summary.json``'s ``faults``): a line when it happened,
-    its detection and recovery shaded (paper Fig. 15)."""
-    for i, f in enumerate(run.summary.get("faults") or []):
+    its detection and recovery shaded, and a dotted line when a replacement rollout started
+    serving (paper Fig. 15: the capacity comes back)."""
+    drawn = served = 0
+    for f in run.summary.get("faults") or []:
         if "skipped" in f or f.get("at_s") is None:
             continue
         at = float(f["at_s"]) - run.start_s
-        ax.axvline(at, color=FAULT_COLOR, linewidth=1.4, label="fault" if i == 0 else None)
+        ax.axvline(at, color=FAULT_COLOR, linewidth=1.4, label="fault" if not drawn else None)
         end = at + float(f.get("detection_s") or 0.0) + float(f.get("recovery_s") or 0.0)
         ax.axvspan(at, max(end, at), color=FAULT_COLOR, alpha=0.12, linewidth=0)
         name = f"{f['kind']} {f.get('target', '')}".strip()
         ax.annotate(name, (at, 1.0), xycoords=("data", "axes fraction"), fontsize=7,
                     rotation=90, va="top", ha="right")  # fmt: skip
+        if f.get("replaced_s") is not None and f.get("replacements"):
+            back = at + float(f["replaced_s"])
+            ax.axvline(back, color=FAULT_COLOR, linestyle=":", linewidth=1.2,
+                       label="replacement serving" if not served else None)  # fmt: skip
+            served += 1
+            ax.annotate(f"{', '.join(f['replacements'])} serving", (back, 1.0),
+                        xycoords=("data", "axes fraction"), fontsize=7, rotation=90,
+                        va="top", ha="right")  # fmt: skip
+        drawn += 1
 
 
 def gen_throughput_table(run: TrainRun, bin_s: float = 0.0) -> pd.DataFrame:
@@ -331,7 +342,7 @@ def train_faults_figure(runs: TrainRun | Sequence[TrainRun]):
         ax.set_ylabel("tokens / s")
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left")
+        ax.legend(fontsize=7, loc="best")  # the fault names sit along the top
     axes[-1][0].set_xlabel("time since training started (s); shaded: detection + recovery")
     return fig
 

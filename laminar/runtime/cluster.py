@@ -80,11 +80,21 @@ def make_dirs() -> RunDirs:
 
 
 @contextlib.contextmanager
-def ray_session(cfg: LaminarConfig, *, verbose: bool = False) -> Iterator[RunDirs]:
-    """Start (or join) Ray for one run; on exit shut it down and remove the run's files."""
+def ray_session(
+    cfg: LaminarConfig, *, verbose: bool = False, run_dir: Path | None = None
+) -> Iterator[RunDirs]:
+    """Start (or join) Ray for one run; on exit shut it down and remove the run's files.
+
+    ``run_dir``: the run directory this session writes; the session is recorded there while it
+    runs and marked ended once its files are gone (``laminar.runtime.sessions``), so a later
+    ``--resume`` knows what a killed one left."""
     import ray
 
+    from laminar.runtime import sessions
+
     dirs = make_dirs()
+    if run_dir is not None:
+        sessions.begin(run_dir, dirs.run_id)
     saved = dict(os.environ)
     os.environ.update(dirs.env())  # the driver and a local Ray's processes inherit these
     address = cfg.runtime.address or None
@@ -118,6 +128,8 @@ def ray_session(cfg: LaminarConfig, *, verbose: bool = False) -> Iterator[RunDir
         shutil.rmtree(dirs.tmp, ignore_errors=True)
         os.environ.clear()
         os.environ.update(saved)
+        if run_dir is not None:
+            sessions.end(run_dir, dirs.run_id)
 
 
 @contextlib.contextmanager
@@ -242,14 +254,16 @@ def rollout_options(
 
 
 def control_plane_options() -> dict:
-    """Ray options that keep an actor on the driver's machine (soft: anywhere if it cannot):
-    the pools and the rollout manager are the run's ledger, kept where the driver is, off the
-    machines whose loss the run survives."""
+    """Ray options that keep an actor on the driver's machine: the pools and the rollout
+    manager are the run's ledger, kept where the driver is, off the machines whose loss the run
+    survives. Hard affinity: with a soft one Ray places an actor that asks for no resources on
+    a random node (seen on emulated machines: pools on rollout machines, so no machine could be
+    lost), and the driver's own node can always take an actor of no resources."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     node_id = ray.get_runtime_context().get_node_id()
-    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=True)}
+    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False)}
 
 
 def actor(cls: type, **options: Any) -> Any:

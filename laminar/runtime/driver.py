@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from laminar.config import LaminarConfig
-from laminar.runtime import cluster, loops, nodes, replicas
+from laminar.runtime import cluster, loops, nodes, replicas, sessions
 from laminar.runtime.engine import EngineSpec
 from laminar.runtime.faults.machines import machines_for
 from laminar.runtime.faults.relays import relay_handles
@@ -280,7 +280,14 @@ def train(
     check_inputs(cfg)
     prior = resume.meta if resume is not None else {}
     t0 = time.time() - float(prior.get("elapsed_s", 0.0))  # a resumed run continues the clock
-    with cluster.ray_session(cfg, verbose=verbose) as dirs, ExitStack() as stack:
+    # killed sessions of this run directory: their leftovers on this host go before this
+    # session's scratch variables are set, those on the other machines once Ray is up
+    stale = sessions.stale(log.out) if log is not None else []
+    reaped = sessions.reap_local(stale)
+    run_dir = log.out if log is not None else None
+    with cluster.ray_session(cfg, verbose=verbose, run_dir=run_dir) as dirs, ExitStack() as stack:
+        if run_dir is not None:
+            sessions.reap_nodes(run_dir, stale, reaped)
         actors = launch(cfg, dirs, t0, stack)
         actors.info["faults"] = list(prior.get("faults", []))
         actors.info["prior_wall_s"] = float(prior.get("wall_s", 0.0))
@@ -288,6 +295,7 @@ def train(
         start = 0
         if resume is not None:
             start = restore(actors, cfg, resume)
+            actors.info["resumed"]["stale_sessions"] = reaped
         first = loops.evaluate(actors, cfg)
         if resume is not None:
             adopt_resumed(actors, cfg, resume)

@@ -58,6 +58,7 @@ def run_laminar(
             on_step(m)
             rows.append(m)
             _after_step(a, cfg, step, sup, log)
+        sup.drain()  # late faults are seen before the end (not when the loop was interrupted)
     finally:
         sup.settle()
         _stop(a, manager_loop)
@@ -94,6 +95,7 @@ def run_sync(
             on_step(m)
             rows.append(m)
             _after_step(a, cfg, step, sup, log)
+        sup.drain()
     finally:
         sup.settle()
         _stop(a, manager_loop)

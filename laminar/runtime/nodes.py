@@ -163,19 +163,27 @@ def remove_run_everywhere(run_id: str, timeout_s: float = 60.0) -> dict[str, lis
     return out
 
 
-def reap_here(footprint: dict) -> int:
-    """Kill the processes a dead engine left on *this* machine (only the very ones it started:
-    pid and start time must match) and unlink the shared-memory files they mapped, which no
-    one else unlinks now. Returns the number of processes killed."""
+def kill_here(footprint: dict) -> list[int]:
+    """SIGKILL the processes of ``footprint`` that still run on *this* machine (only the very
+    ones it recorded: pid and start time must match, so never a recycled pid); returns their
+    pids. A pid means something only on the machine it was taken on."""
     import psutil
 
-    killed = 0
+    killed = []
     for pid, created in footprint.get("pids", []):
         with contextlib.suppress(psutil.Error):
             proc = psutil.Process(pid)
             if proc.create_time() == created:
                 proc.kill()
-                killed += 1
+                killed.append(pid)
+    return killed
+
+
+def reap_here(footprint: dict) -> int:
+    """Kill the processes a dead engine left on *this* machine (:func:`kill_here`) and unlink
+    the shared-memory files they mapped, which no one else unlinks now. Returns the number of
+    processes killed."""
+    killed = len(kill_here(footprint))
     for path in footprint.get("shm", []):
         with contextlib.suppress(OSError):
             os.unlink(path)

@@ -90,7 +90,17 @@ class RolloutWorker:
         await self.engine.start()
         async for _ in self.engine.generate(f"{self.replica_id}-warmup", [0, 1], 2):
             pass
-        return {"start_s": time.perf_counter() - t, **engine_footprint()}
+        self.footprint = engine_footprint()
+        return {"start_s": time.perf_counter() - t, **self.footprint}
+
+    async def kill_engine(self) -> list[int]:
+        """Fault injection (``kill-engine``): SIGKILL this replica's engine processes, as an
+        engine crash under a live actor. Done here, on the engine's machine, where the pids
+        recorded at :meth:`start` mean something (a driver on another machine cannot see
+        them); returns the pids killed."""
+        from laminar.runtime.nodes import kill_here
+
+        return kill_here(getattr(self, "footprint", {}))
 
     async def attach(self, weights: WeightSource, pools: dict, t0_s: float) -> None:
         """Join a training job: its weight path, its pools, its clock; start from scratch.

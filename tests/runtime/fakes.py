@@ -104,3 +104,21 @@ class SpecFakeEngine(FakeEngine):
     def __init__(self, spec):
         super().__init__()
         self.spec = spec
+
+
+class ProcessFakeEngine(SpecFakeEngine):
+    """A :class:`SpecFakeEngine` with an engine *process* of its own (a sleeping child), as
+    vLLM's EngineCore: killing it is an engine crash, seen through :meth:`alive`."""
+
+    async def start(self) -> None:
+        import subprocess
+        import sys
+
+        self.proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    async def shutdown(self) -> None:
+        self.proc.kill()
+        self.proc.wait()

@@ -25,7 +25,8 @@ from tests.runtime.test_train_e2e import _leftovers, _small
 
 pytestmark = pytest.mark.slow
 
-SEED, STEPS = 3, 6
+# LAMINAR_CHAOS_SEED runs another seed by hand (CI runs the default one)
+SEED, STEPS = int(os.environ.get("LAMINAR_CHAOS_SEED", "3")), 6
 
 
 @pytest.fixture
@@ -40,11 +41,6 @@ def machines():
             unregister(emu)
 
 
-@pytest.mark.xfail(
-    reason="issue 13 open:"
-    " the chaos run has not passed yet (a kill landing on a machine being lost)",
-    strict=False,
-)
 def test_seeded_chaos_every_kind_nothing_lost(tmp_path, machines):
     plan = chaos_plan(SEED, STEPS)
     assert sorted(p.split("@")[0] for p in plan) == sorted(KINDS)
@@ -55,16 +51,20 @@ def test_seeded_chaos_every_kind_nothing_lost(tmp_path, machines):
         args += ["--fault", spec]
     assert main(args) == 0
     summary = json.loads((tmp_path / "run-laminar" / "summary.json").read_text())
+    faults = json.dumps(summary["faults"], indent=1)  # the whole story when an assert fails
     assert summary["steps"] == STEPS
     assert summary["trajectories_lost"] == 0 and summary["trajectories_duplicated"] == 0
     assert summary["trajectories_consumed"] == STEPS * 4 * 4
     by_kind = {f["kind"]: f for f in summary["faults"] if f["kind"] in KINDS}
-    assert set(by_kind) == set(KINDS), summary["faults"]
-    for f in by_kind.values():
-        assert "skipped" not in f, f
-        assert 0 <= f["detection_s"] < 60, f
-        assert f.get("recovery_s", 0) >= 0, f
-    assert by_kind["kill-machine"]["rollouts"]  # a machine with a rollout on it went
+    assert set(by_kind) == set(KINDS), faults
+    for spec in plan:  # each fired at its step and was seen
+        f = by_kind[spec.split("@")[0]]
+        assert "skipped" not in f and f["spec"] == spec, faults
+        assert f["step"] == int(spec.split("@")[1]), faults
+        assert 0 <= f["detection_s"] < 60 and f.get("recovery_s", 0) >= 0, faults
+    machine = by_kind["kill-machine"]
+    assert machine["rollouts"] and machine["target"] != "m0", faults  # a rollout machine went
+    assert by_kind["kill-engine"]["via"] == "actor", faults  # killed on its own machine
     time.sleep(2)
     shm, tmp, procs = _leftovers(summary, tmp_before, pids_before)
     assert not shm and not tmp and not procs, (shm, tmp, procs)

@@ -3,7 +3,8 @@
 One short run carries several fault kinds, each checked on its own record in ``summary.json``:
 detected within its bound, recovered, a dead rollout replaced; the run reaches its steps with
 nothing lost and nothing consumed twice, and leaves no process or shared memory behind. A second
-test stops the driver with SIGTERM mid-run and resumes it with ``--resume``.
+test stops the driver with SIGTERM mid-run, resumes it with ``--resume``, SIGKILLs the resumed
+driver and resumes again.
 """
 
 from __future__ import annotations
@@ -64,33 +65,69 @@ def test_rollout_engine_and_trainer_deaths_are_survived(tmp_path):
     assert not shm and not tmp and not procs, (shm, tmp, procs)
 
 
-def test_sigterm_mid_run_then_resume_reaches_the_steps(tmp_path):
-    steps = 8
-    args = _small(tmp_path, "laminar", steps, "runtime.checkpoint_every=1")
-    args += ["--set", "runtime.eval_prompts=0"]
-    run = tmp_path / "run-laminar"
+def _stop_at_checkpoint(args: list[str], run, step: int, sig: int) -> tuple[int, set]:
+    """``laminar`` ``args`` in a child process, sent ``sig`` once checkpoint ``step`` exists;
+    returns its exit status and the processes it had started (pid, start time)."""
     proc = subprocess.Popen(
         [sys.executable, "-c", "import sys; from laminar.cli import main; sys.exit(main())", *args],
         stdout=subprocess.DEVNULL,
     )
     try:
         deadline = time.monotonic() + 400
-        while not (run / "checkpoints" / "step-000001").exists():
+        while not (run / "checkpoints" / f"step-{step:06d}").exists():
             assert proc.poll() is None, "the run ended before it was stopped"
             assert time.monotonic() < deadline
             time.sleep(0.2)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(300) == 143
+        tree = {(p.pid, p.create_time()) for p in psutil.Process(proc.pid).children(True)}
+        proc.send_signal(sig)
+        return proc.wait(300), tree
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def _still_running(tree: set) -> list[int]:
+    alive = []
+    for pid, created in tree:
+        try:
+            p = psutil.Process(pid)
+            if p.create_time() == created and p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+def test_sigterm_then_sigkill_mid_run_then_resume_reaches_the_steps(tmp_path):
+    """SIGTERM stops the driver cleanly; the resumed driver is then SIGKILLed (no handler, no
+    teardown: as when the driver's machine is lost); a second --resume removes what the killed
+    session left and reaches the steps with a balanced ledger."""
+    steps = 8
+    args = _small(tmp_path, "laminar", steps, "runtime.checkpoint_every=1")
+    args += ["--set", "runtime.eval_prompts=0"]
+    run = tmp_path / "run-laminar"
+    assert _stop_at_checkpoint(args, run, 1, signal.SIGTERM)[0] == 143
     done = pd.read_csv(run / "steps.csv")
     assert 2 <= len(done) < steps and not (run / "summary.json").exists()
-    assert main(["train", "--resume", str(run), "--no-progress"]) == 0
+    resume = ["train", "--resume", str(run), "--no-progress"]
+    t = time.monotonic()
+    rc, tree = _stop_at_checkpoint(resume, run, len(done), signal.SIGKILL)
+    assert rc == -signal.SIGKILL
+    print(f"the SIGKILLed session took {time.monotonic() - t:.1f} s")  # its cost to the test
+    killed = [r for r in json.loads((run / "sessions.json").read_text()) if not r["ended"]]
+    assert len(killed) == 1  # the SIGTERMed session cleaned up after itself, this one did not
+    assert main(resume) == 0
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["steps"] == steps and summary["resumed"]["from_step"] >= 1
+    assert summary["steps"] == steps and summary["resumed"]["from_step"] >= len(done)
+    (reaped,) = summary["resumed"]["stale_sessions"]
+    assert reaped["run_id"] == killed[0]["run_id"] and reaped["removed"], reaped
     assert summary["trajectories_lost"] == 0 and summary["trajectories_duplicated"] == 0
     assert summary["trajectories_consumed"] == steps * 4 * 4
     rows = pd.read_csv(run / "steps.csv")
     assert list(rows["step"]) == list(range(steps))
     assert list(rows["version"]) == sorted(rows["version"])
+    assert all(r["ended"] for r in json.loads((run / "sessions.json").read_text()))
+    assert not _still_running(tree), "the killed session's processes outlived the resume"
+    run_id = killed[0]["run_id"]
+    assert not any(run_id in name for name in os.listdir("/dev/shm"))
+    assert not any(run_id in name for name in os.listdir(tempfile.gettempdir()))

@@ -4,7 +4,8 @@ Each function kills something the way it dies in production and returns what was
 :class:`laminar.runtime.faults.supervisor.Supervisor` then times detection and recovery.
 
 - ``kill-rollout``: the rollout actor process (SIGKILL through Ray), its engine orphaned;
-- ``kill-engine``: the engine's processes (vLLM EngineCore and workers), the actor stays;
+- ``kill-engine``: the engine's processes (vLLM EngineCore and workers), the actor stays (the
+  actor kills them: it is on their machine);
 - ``kill-machine``: a Ray node of the emulated cluster, with its rollouts and relay;
 - ``kill-relay``: one relay worker (the tier must be on: ``relay.enabled``);
 - ``kill-trainer``: the trainer actor, wherever it is in its step.
@@ -14,10 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 from typing import Any
 
 from laminar.config.runtime_faults import FaultSpec
+
+ENGINE_KILL_TIMEOUT_S = 10.0  # a rollout actor that does not answer by then: the fallback
 
 
 class FaultNotApplicable(RuntimeError):
@@ -66,19 +68,28 @@ def kill_rollout(a: Any, target: str | None) -> dict:
 
 
 def kill_engine(a: Any, target: str | None) -> dict:
-    """SIGKILL the engine processes a rollout started (recorded at its start-up)."""
-    import psutil
+    """SIGKILL the engine processes a rollout started: through the rollout actor itself, which
+    lives on the engine's machine (``RolloutWorker.kill_engine``); only when the actor cannot
+    be asked (it is stuck, or predates that method) from the driver by the pids recorded at its
+    start-up, which works only when the driver shares the engine's host."""
+    import ray
 
     rid = choose_rollout(a, target)
-    killed = []
-    for pid, created in a.procs.get(rid, {}).get("pids", []):
-        with contextlib.suppress(psutil.Error):
-            if psutil.Process(pid).create_time() == created:
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
+    try:
+        ref = a.rollouts[rid].kill_engine.remote()
+        killed, via = ray.get(ref, timeout=ENGINE_KILL_TIMEOUT_S), "actor"
+    except (ray.exceptions.RayError, AttributeError):
+        killed, via = kill_from_driver(a.procs.get(rid, {})), "driver"
     if not killed:
         raise FaultNotApplicable(f"rollout {rid} has no engine process left to kill")
-    return {"target": rid, "pids": killed}
+    return {"target": rid, "pids": killed, "via": via}
+
+
+def kill_from_driver(footprint: dict) -> list[int]:
+    """The fallback of :func:`kill_engine`: the footprint's processes, killed from here."""
+    from laminar.runtime.nodes import kill_here
+
+    return kill_here(footprint)
 
 
 def reap(a: Any, rid: str) -> None:
@@ -128,7 +139,9 @@ def kill_relay(a: Any, target: str | None) -> dict:
         raise FaultNotApplicable("kill-relay needs the relay tier (relay.enabled=true)")
     from laminar.runtime.cluster import node_of
 
-    return {"target": relays.kill(target, trainer_machine=node_of(a.trainer))}
+    faults = a.info.get("faults", [])
+    lost = frozenset(f.get("node_id") for f in faults if f["kind"] == "kill-machine")
+    return {"target": relays.kill(target, trainer_machine=node_of(a.trainer), lost=lost)}
 
 
 def kill_machine(a: Any, target: str | None) -> dict:

@@ -49,12 +49,17 @@ class MachineFaults:
         spared = {head.node_id if head is not None else None}
         spared |= {rc.node_of(h) for h in (a.prompts, a.partial, a.buffer, a.manager)}
         hit = hit_by_open_faults(a)
-        where = {rid: rc.node_of(h) for rid, h in a.live().items() if rid not in hit}
+        where = {rid: _node_of(h) for rid, h in a.live().items() if rid not in hit}
         names = {m.node_id: name for name, m in self.cluster.nodes.items()}
         if target is None:
             candidates = {names[n] for n in where.values() if n not in spared and n in names}
             if not candidates:  # e.g. the rollouts elsewhere are still being replaced
-                raise FaultDeferred("no machine with a healthy rollout can be lost now")
+                seen = {rid: names.get(n or "", n) for rid, n in where.items()}
+                kept = sorted(names.get(n or "", str(n)) for n in spared)
+                raise FaultDeferred(
+                    "no machine with a healthy rollout can be lost now (healthy rollouts on: "
+                    f"{seen}; spared: {kept})"
+                )
             target = sorted(candidates)[-1]
         m = self.cluster.nodes.get(target)
         if m is None:
@@ -62,7 +67,21 @@ class MachineFaults:
         if m.node_id in spared:
             raise FaultNotApplicable(f"machine {target} holds Ray's head or the run's pools")
         rollouts = sorted(rid for rid, n in where.items() if n == m.node_id)
-        trainer_there = rc.node_of(a.trainer) == m.node_id
+        trainer_there = _node_of(a.trainer) == m.node_id  # None: it is dead already
         self.cluster.kill(target)
+        # Its record stays open until its rollouts' deaths are seen; without rollouts there is
+        # nothing of its own to wait for (a trainer or relay on it gets a record of its own).
         return {"target": target, "rollouts": rollouts, "node_id": m.node_id,
-                "trainer_too": trainer_there}  # fmt: skip
+                "trainer_too": trainer_there, "open": bool(rollouts)}  # fmt: skip
+
+
+def _node_of(handle: Any) -> str | None:
+    """The actor's machine, None when it is dead (killed, or on a machine being lost)."""
+    import ray
+
+    from laminar.runtime import cluster as rc
+
+    try:
+        return rc.node_of(handle)
+    except ray.exceptions.RayError:
+        return None

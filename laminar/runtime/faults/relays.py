@@ -15,6 +15,9 @@ from typing import Any
 
 from laminar.runtime.faults.inject import FaultNotApplicable
 
+RESTART_ATTEMPTS = 15  # starts of a dead relay's replacement on a live machine before giving up
+RESTART_RETRY_S = 5.0  # between them: ~70 s in all, past the old connections' TIME_WAIT
+
 
 def relay_handles(store: Any) -> RelayFaults | None:
     """The run's relay workers, when its weight path is the relay tier."""
@@ -32,10 +35,15 @@ class RelayFaults:
         self.infos = {info.id: info for _, info in workers}
         self.node = {info.id: info.machine for _, info in workers}
         self.restarting: dict[str, tuple[Any, Any]] = {}  # relay id -> (handle, info ref)
+        self.failed_starts: dict[str, int] = {}  # relay id -> failed starts of its restart
+        self.retry_at: dict[str, float] = {}  # relay id -> when to start it again (monotonic)
 
-    def kill(self, target: str | None, trainer_machine: str | None = None) -> str:
+    def kill(
+        self, target: str | None, trainer_machine: str | None = None, lost: frozenset = frozenset()
+    ) -> str:
         """Kill relay ``target`` (an id or an index), by default the last one that is not the
-        master (the relay on the trainer's machine, which the trainer hands weights to)."""
+        master (the relay on the trainer's machine, which the trainer hands weights to) nor on
+        a machine ``lost`` (killed, maybe not yet declared dead by Ray)."""
         import ray
 
         ids = sorted(self.handles)
@@ -45,7 +53,15 @@ class RelayFaults:
                 raise FaultNotApplicable(f"no relay {target!r} (relays: {', '.join(ids)})")
         else:
             master_machine = trainer_machine or self._trainer_machine()
-            others = [r for r in ids if self.node[r] != master_machine]
+            # a relay being restarted, or on a machine already lost, is no longer there to kill
+            others = [
+                r
+                for r in ids
+                if self.node[r] != master_machine
+                and r not in self.restarting
+                and self.node[r] not in lost
+                and _node_alive(self.node[r])
+            ]
             if not others:
                 raise FaultNotApplicable(
                     "only the master relay runs (one machine): kill-relay needs a relay on "
@@ -68,7 +84,7 @@ class RelayFaults:
         refs = {rid: h.info.remote() for rid, h in self.handles.items()}
         ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=2.0)
         for rid, ref in refs.items():
-            if rid in self.restarting or ref not in ready:
+            if rid in self.restarting or rid in self.retry_at or ref not in ready:
                 continue
             try:
                 ray.get(ref)
@@ -81,8 +97,15 @@ class RelayFaults:
                 del self.restarting[rid]
                 try:
                     ray.get(info_ref)
-                except ray.exceptions.RayError:  # its machine went meanwhile: no relay there
-                    del self.handles[rid]
+                except ray.exceptions.RayError as e:
+                    tries = self.failed_starts[rid] = self.failed_starts.get(rid, 0) + 1
+                    self._note(sup, rid, f"{type(e).__name__}: ...{str(e)[-300:]}")
+                    if tries < RESTART_ATTEMPTS and _node_alive(self.node[rid]):
+                        # its ports are not free yet (ucxx: "Device is busy" while the old
+                        # connections linger): a new start a little later
+                        self.retry_at[rid] = time.monotonic() + RESTART_RETRY_S
+                        continue
+                    del self.handles[rid]  # its machine went meanwhile: no relay there
                     self._close_record(sup, rid, restarted=False)
                     changed = True
                     continue
@@ -91,11 +114,13 @@ class RelayFaults:
                 self.workers[i] = (handle, self.infos[rid])
                 self._close_record(sup, rid)
                 changed = True
+        for rid, at in list(self.retry_at.items()):
+            if time.monotonic() >= at:
+                del self.retry_at[rid]
+                self._start(rid)
         return changed
 
     def _restart(self, rid: str, sup: Any) -> None:
-        from laminar.runtime.relay.tier import start_relay_worker
-
         now = sup.now_s()
         rec = sup._open_record("kill-relay", rid) or sup._record(
             {"kind": "relay-death", "target": rid, "at_s": now, "step": sup.last_step}
@@ -106,9 +131,20 @@ class RelayFaults:
             rec.pop("restart_t")
             rec.update(open=False, restarted=False)
             return
-        info = self.infos[rid]
-        handle = start_relay_worker(self.store.relay_cfg, info, self.node[rid])
+        self.failed_starts[rid] = 0
+        self._start(rid)
+
+    def _start(self, rid: str) -> None:
+        from laminar.runtime.relay.tier import start_relay_worker
+
+        handle = start_relay_worker(self.store.relay_cfg, self.infos[rid], self.node[rid])
         self.restarting[rid] = (handle, handle.info.remote())
+
+    def _note(self, sup: Any, rid: str, error: str) -> None:
+        """A failed start of relay ``rid``'s replacement, on its open record."""
+        for rec in sup.faults:
+            if rec.get("target") == rid and rec.get("open") and "restart_t" in rec:
+                rec.setdefault("restart_errors", []).append(error)
 
     def _close_record(self, sup: Any, rid: str, restarted: bool = True) -> None:
         for rec in sup.faults:

@@ -27,9 +27,11 @@ from typing import Any
 from laminar.config import LaminarConfig
 from laminar.config.runtime_faults import FaultSpec
 from laminar.runtime.faults.inject import FaultDeferred, FaultNotApplicable, inject, reap
+from laminar.runtime.faults.trainer import restart_trainer
 
 REPLACE_TIMEOUT_S = 300.0  # a replacement whose engine is not up by then is given up
 DEFER_LIMIT_S = 300.0  # a step fault waits this long at its step for something to hit
+DRAIN_TIMEOUT_S = 120.0  # after the last step: the longest wait for late faults to be seen
 
 
 def scheduled_faults(cfg: LaminarConfig) -> list[FaultSpec]:
@@ -150,7 +152,14 @@ class Supervisor:
         deadline = time.monotonic() + DEFER_LIMIT_S
         while any(s in self.pending for s in due) and time.monotonic() < deadline:
             time.sleep(self.cfg.runtime.faults.poll_s)
-            self.tick()
+            self._tick_between_steps()
+
+    def _tick_between_steps(self) -> None:
+        """A poll while no step runs: a trainer killed now would be seen only by the next
+        step, so it is asked (and restarted if dead) here."""
+        self.tick()
+        if any(f.get("open") and f["kind"] == "kill-trainer" for f in self.faults):
+            self._probe_trainer()
 
     def tick(self) -> None:
         """One poll: due timed faults, deaths seen by the manager, replacements coming up."""
@@ -170,14 +179,19 @@ class Supervisor:
             self.on_change()
 
     def _inject(self, due: list[FaultSpec], step: int) -> None:
+        import ray
+
         for spec in due:
             rec = {"kind": spec.kind, "spec": spec.text(), "at_s": self.now_s(), "step": step}
             try:
                 rec.update(inject(self.a, spec))
-            except FaultDeferred as e:
+            except (FaultDeferred, ray.exceptions.RayError) as e:
+                # a RayError: something it looked at is dying now (e.g. the trainer on a machine
+                # just lost): like a deferral, tried again once the recoveries are over
                 if self.starting or self._recovering():
                     continue  # stays pending: tried again at the next poll
-                rec.update(skipped=str(e))
+                why = str(e) if isinstance(e, FaultDeferred) else f"{type(e).__name__}: {e}"
+                rec.update(skipped=why[:300])
             except FaultNotApplicable as e:
                 rec.update(skipped=str(e))
             self.pending.remove(spec)
@@ -308,6 +322,32 @@ class Supervisor:
                 rec.setdefault("replacements_failed", []).append(f"{new_id}: {why}")
                 rec["open"] = False
 
+    def drain(self, timeout_s: float = DRAIN_TIMEOUT_S) -> None:
+        """The last step is done; before the run ends (rollouts and manager still run), a
+        fault scheduled at a step already run that is still waiting for something to hit
+        fires, and every fault injected is detected (its recovery started): a fault late in a
+        run is recorded whole, not cut off by the end. Bounded by ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self._tick_between_steps()
+            due = [s for s in self.pending if s.step is not None and s.step <= self.last_step]
+            if not due and not self._undetected():
+                return
+            time.sleep(self.cfg.runtime.faults.poll_s)
+
+    def _undetected(self) -> list[dict]:
+        return [f for f in self.faults if f.get("open") and "detected_s" not in f]
+
+    def _probe_trainer(self) -> None:
+        import ray
+
+        try:
+            ray.get(self.a.trainer.__ray_call__.remote(lambda trainer: None), timeout=10.0)
+        except ray.exceptions.RayActorError as e:
+            self.trainer_died(self.last_step + 1, e)  # gives nothing back: no step took
+        except ray.exceptions.GetTimeoutError:
+            pass  # busy (a checkpoint): alive
+
     def settle(self, timeout_s: float = 180.0) -> None:
         """End of the loop: replacements still starting join (so teardown stops their engines
         cleanly) without taking work; faults that never found their moment are recorded."""
@@ -342,24 +382,3 @@ def _alive(node_id: str) -> str:
 
     alive = node_id and any(n["NodeID"] == node_id and n["Alive"] for n in ray.nodes())
     return node_id if alive else ""
-
-
-def restart_trainer(a: Any, checkpoint: str | None, attempts: int = 10) -> int:
-    """Kill the trainer (if it still lives) and start a new one from ``checkpoint`` (§3.3);
-    the rollouts keep generating meanwhile. Updates after that checkpoint are lost.
-
-    A new trainer that dies while starting (Ray placed it on a machine that is dying and not
-    yet declared dead) is started again, a few seconds later."""
-    import ray
-
-    ray.kill(a.trainer, no_restart=True)
-    for attempt in range(attempts):
-        a.trainer = a.new_trainer()
-        try:
-            ray.get(a.trainer.setup.remote())
-            return ray.get(a.trainer.resume.remote(a.weights, checkpoint))
-        except ray.exceptions.RayActorError:
-            if attempt == attempts - 1:
-                raise
-            time.sleep(3.0)
-    raise AssertionError("unreachable")
