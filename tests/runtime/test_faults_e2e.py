@@ -22,6 +22,7 @@ import psutil
 import pytest
 
 from laminar.cli import main
+from laminar.runtime.faults.inject import shm_files_of
 from tests.runtime.test_train_e2e import _leftovers, _small
 
 pytestmark = pytest.mark.slow
@@ -113,6 +114,9 @@ def test_sigterm_then_sigkill_mid_run_then_resume_reaches_the_steps(tmp_path):
     t = time.monotonic()
     rc, tree = _stop_at_checkpoint(resume, run, len(done), signal.SIGKILL)
     assert rc == -signal.SIGKILL
+    # its engines' shared memory (vLLM's message queues), never unlinked by the killed processes
+    mapped = {path for pid, _ in tree for path in shm_files_of(pid)}
+    assert mapped, "the killed session's engines mapped no /dev/shm file"
     print(f"the SIGKILLed session took {time.monotonic() - t:.1f} s")  # its cost to the test
     killed = [r for r in json.loads((run / "sessions.json").read_text()) if not r["ended"]]
     assert len(killed) == 1  # the SIGTERMed session cleaned up after itself, this one did not
@@ -131,3 +135,4 @@ def test_sigterm_then_sigkill_mid_run_then_resume_reaches_the_steps(tmp_path):
     run_id = killed[0]["run_id"]
     assert not any(run_id in name for name in os.listdir("/dev/shm"))
     assert not any(run_id in name for name in os.listdir(tempfile.gettempdir()))
+    assert not [path for path in mapped if os.path.exists(path)], "shared memory left behind"

@@ -111,7 +111,7 @@ def sweep_run_processes(run_id: str) -> list[int]:
     mark = f"laminar-{run_id}".encode()
     me = os.getpid()
     mine = {me, *(p.pid for p in psutil.Process(me).parents())}
-    killed = []
+    killed, shm = [], set()
     for proc in psutil.process_iter(["pid", "uids"]):
         if proc.pid in mine or proc.info["uids"] is None or proc.info["uids"].real != os.getuid():
             continue
@@ -120,10 +120,25 @@ def sweep_run_processes(run_id: str) -> list[int]:
         except OSError:
             continue
         if mark in env:
+            shm |= shm_files_of(proc.pid)
             with contextlib.suppress(psutil.Error):
                 proc.kill()
                 killed.append(proc.pid)
+    for path in shm:  # e.g. a SIGKILLed vLLM engine's message queues, hundreds of MB each
+        with contextlib.suppress(OSError):
+            os.unlink(path)
     return killed
+
+
+def shm_files_of(pid: int) -> set[str]:
+    """The /dev/shm files process ``pid`` maps (not yet unlinked): what it leaves behind in
+    memory when it dies by SIGKILL, its exit handlers never run."""
+    try:
+        maps = open(f"/proc/{pid}/maps").read().splitlines()  # noqa: SIM115 - one read
+    except OSError:
+        return set()
+    paths = {line.split(maxsplit=5)[-1] for line in maps if " /dev/shm/" in line}
+    return {p for p in paths if p.startswith("/dev/shm/") and not p.endswith("(deleted)")}
 
 
 def kill_trainer(a: Any, target: str | None) -> dict:
