@@ -2,7 +2,9 @@
 
 ``FakeEngine`` implements ``laminar.runtime.engine.Engine`` as a perfect solver of the repeat
 task: it reads the count from the prompt and writes the letter that many times, one token per
-``step_s``. Its output depends only on the sequence it is given, so a trajectory resubmitted as
+``step_s``. A test may hold every sequence asked for more than ``hold_over`` tokens after its
+first one (until it is aborted or ``hold_over`` rises), to freeze KV use between two manager
+checks regardless of machine load. Its output depends only on the sequence it is given, so a trajectory resubmitted as
 prompt + partial tokens continues exactly where it stopped — the property migration relies on.
 ``LocalHandle`` gives a plain object the ``handle.method.remote(...)`` shape of a Ray actor.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 from collections.abc import Sequence
 
 from laminar.runtime.codec import CharCodec
@@ -28,19 +31,31 @@ class FakeEngine:
         self.running: set[str] = set()
         self.loaded: list[str] = []
         self.submitted: list[tuple[str, tuple[int, ...]]] = []
+        self.hold_over = math.inf
 
     async def start(self) -> None:
         pass
 
-    def _next(self, seq: list[int]) -> int:
+    def _task(self, seq: list[int]) -> tuple[int, str, int] | None:
+        """(count, letter, tokens written) of a "<n>*<c>=" sequence, None when it is not one."""
         eq = self.codec.encode("=")[0]
         if eq not in seq:
-            return self.codec.eos_id
+            return None
         cut = len(seq) - 1 - seq[::-1].index(eq)
-        head = self.codec.decode(seq[:cut])  # "<n>*<c>"
-        count, letter = head.split("*")
-        done = len(seq) - cut - 1
-        return self.codec.eos_id if done >= int(count) else self.codec.encode(letter)[0]
+        count, letter = self.codec.decode(seq[:cut]).split("*")
+        return int(count), letter, len(seq) - cut - 1
+
+    def _next(self, seq: list[int]) -> int:
+        task = self._task(seq)
+        if task is None:
+            return self.codec.eos_id
+        count, letter, done = task
+        return self.codec.eos_id if done >= count else self.codec.encode(letter)[0]
+
+    async def _held(self, request_id: str, seq: list[int], n: int) -> None:
+        task = self._task(seq)
+        while n and task and task[0] > self.hold_over and request_id not in self.aborted:
+            await asyncio.sleep(self.step_s)
 
     async def generate(self, request_id: str, prompt_ids: Sequence[int], max_tokens: int):
         self.submitted.append((request_id, tuple(prompt_ids)))
@@ -48,6 +63,7 @@ class FakeEngine:
         seq, n = list(prompt_ids), 0
         try:
             while True:
+                await self._held(request_id, seq, n)
                 await asyncio.sleep(self.step_s)
                 if request_id in self.aborted:
                     yield Delta((), (), "abort")

@@ -8,6 +8,7 @@ keeps one weight version; a moved trajectory continues from its partial tokens.
 from __future__ import annotations
 
 import asyncio
+import math
 
 import pytest
 
@@ -70,17 +71,31 @@ def test_runtime_and_simulator_share_plan_repack():
 async def _repack_scenario(s, calls):
     await harness.boot(s)
     r0, r1 = s.workers["r0"], s.workers["r1"]
+    engines = [w.engine for w in (r0, r1)]
+    for e in engines:
+        e.hold_over = 0  # every sequence stops after its first token until released
     # Each replica: a short group that finishes at once and a long one, the long tail.
     await r0.submit_groups([_group(0, "2*a="), _group(1, "40*b=")])
     await r1.submit_groups([_group(2, "3*c="), _group(3, "45*d=")])
-    for _ in range(400):
-        if await s.manager.check():
-            break
-        await asyncio.sleep(0.005)
-    while r0.tasks or r1.tasks:
-        await asyncio.sleep(0.01)
+    await _until(lambda: all(len(e.running) == 4 for e in engines))
+    assert await s.manager.check() == []  # the baseline: KV use has not fallen yet
+    for e in engines:
+        e.hold_over = 10  # the short groups finish; the long tails stay frozen
+    await _until(lambda: all(len(w.trajs) == 2 for w in (r0, r1)))
+    assert await s.manager.check(), "the long tails should have been repacked"
+    for e in engines:
+        e.hold_over = math.inf
+    await _until(lambda: not (r0.tasks or r1.tasks))
     for w in s.workers.values():
         await w.streamer.close()
+
+
+async def _until(cond, timeout_s: float = 30.0) -> None:
+    async def poll():
+        while not cond():
+            await asyncio.sleep(0.002)
+
+    await asyncio.wait_for(poll(), timeout_s)
 
 
 def _group(pid: int, text: str) -> PromptGroup:
