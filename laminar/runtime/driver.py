@@ -153,6 +153,7 @@ def launch(
         repack_enabled=cfg.repack.enabled and rt.mode == "laminar",
         t0_s=t0_s,
         buffer=buffer,
+        prompts=prompts,
         health_timeout_s=rt.faults.health_timeout_s,
         step_cost=step_cost,
         max_step_slowdown=cfg.repack.max_step_slowdown,

@@ -85,10 +85,9 @@ def run_sync(
     try:
         for step in range(start, cfg.workload.steps):
             t = time.perf_counter()
-            workers = list(a.live().values())
-            ray.wait([w.load_latest.remote() for w in workers], num_returns=len(workers))
-            groups = ray.get(a.prompts.take.remote(cfg.workload.prompts_per_step))
-            refs = [w.run_groups.remote(groups[i :: len(workers)]) for i, w in enumerate(workers)]
+            workers = a.live()
+            ray.wait([w.load_latest.remote() for w in workers.values()], num_returns=len(workers))
+            refs = [w.run_groups.remote(share) for w, share in _hand_out(a, cfg, workers)]
             ray.wait(refs, num_returns=len(refs))  # a failed rollout's share is recovered
             m = sup.run_step(step)  # waits for every group of the batch
             m["gen_s"] = time.perf_counter() - t - m["train_s"] - m["publish_s"]
@@ -100,6 +99,21 @@ def run_sync(
         sup.settle()
         _stop(a, manager_loop)
     return rows
+
+
+def _hand_out(a: Any, cfg: LaminarConfig, workers: dict[str, Any]) -> list[tuple[Any, Any]]:
+    """Each rollout's share of the step's prompt groups, handed out to it by name (the prompt
+    pool keeps a share until that rollout asks again: recovery finds it if the rollout dies
+    before registering it)."""
+    import ray
+
+    wl = cfg.workload
+    sizes = [len(range(i, wl.prompts_per_step, len(workers))) for i in range(len(workers))]
+    takes = [
+        a.prompts.take.remote(k, rid, wl.max_response_len)
+        for k, rid in zip(sizes, workers, strict=True)
+    ]
+    return list(zip(workers.values(), ray.get(takes), strict=True))
 
 
 def _plain_supervisor(a: Any, cfg: LaminarConfig) -> Any:

@@ -88,6 +88,7 @@ class RolloutManager:
         repack_enabled: bool,
         t0_s: float,
         buffer: Any = None,
+        prompts: Any = None,
         health_timeout_s: float = 60.0,
         step_cost: StepCost | None = None,
         max_step_slowdown: float = 0.0,
@@ -95,6 +96,7 @@ class RolloutManager:
         self.rollouts = dict(rollouts)
         self.partial_pool = partial_pool
         self.buffer = buffer
+        self.prompts = prompts
         self.health_timeout_s = health_timeout_s
         self.orphans: list[Any] = []  # trajectories waiting for a rollout to continue them
         self.restarted: list[str] = []  # ids restarted from the prompt (their version was gone)
@@ -195,11 +197,14 @@ class RolloutManager:
 
         What the buffer already holds finished before the death (the replica died between
         delivering it and clearing it from the partial pool): it is cleared, not re-run.
+        Samples handed to it that it never registered (it died between the prompt pool's
+        answer and its registration) restart from their prompt (:meth:`_unregistered`).
         """
         detected_s = time.time() - self.t0_s
         t = time.perf_counter()
         self.rollouts.pop(replica_id, None)
         self.dead.add(replica_id)
+        unregistered = await self._unregistered(replica_id)
         lost = await self.partial_pool.on_replica.remote(replica_id)
         done: set[str] = set()
         if self.buffer is not None and lost:
@@ -216,11 +221,27 @@ class RolloutManager:
                 "continued": continued,
                 "restarted": restarted,
                 "already_finished": len(done),
+                "unregistered": len(unregistered),
                 "waiting": waiting,
                 "duration_s": time.perf_counter() - t,
             }
         )
         return len(todo)
+
+    async def _unregistered(self, replica_id: str) -> list[Any]:
+        """The dead rollout's newest prompt hand-out, those samples the partial pool never
+        saw: registered there now, under the dead rollout (so recovery finds them with the
+        rest, and they count as in progress from here on), restarted from the prompt."""
+        if self.prompts is None:
+            return []
+        handed = await self.prompts.reclaim.remote(replica_id, time.time() - self.t0_s)
+        if not handed:
+            return []
+        unknown = set(await self.partial_pool.unknown.remote([x.traj_id for x in handed]))
+        fresh = [x for x in handed if x.traj_id in unknown]
+        if fresh:
+            await self.partial_pool.update.remote(fresh, [], [])
+        return fresh
 
     async def _place_all(self, trajs: list[Any]) -> tuple[int, int, int]:
         """Place each trajectory; those with no live rollout wait as orphans."""

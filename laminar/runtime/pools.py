@@ -47,6 +47,9 @@ class PromptPool:
         self.prefetch_steps = prefetch_steps
         self.consumed_steps = 0
         self.issued = 0
+        # holder -> (prompt ids, max tokens) of its newest hand-out, which it may not have
+        # registered in the partial pool yet (see :meth:`take`, :meth:`reclaim`)
+        self.handed: dict[str, tuple[list[int], int]] = {}
 
     def budget(self) -> int | None:
         """Groups that may still be handed out now (None: unbounded)."""
@@ -55,16 +58,31 @@ class PromptPool:
         cap = math.floor((self.consumed_steps + 1 + self.prefetch_steps) * self.prompts_per_step)
         return max(0, cap - self.issued)
 
-    def take(self, max_groups: int) -> list[PromptGroup]:
-        """Up to ``max_groups`` new prompt groups, within the budget."""
+    def take(self, max_groups: int, holder: str = "", max_tokens: int = 0) -> list[PromptGroup]:
+        """Up to ``max_groups`` new prompt groups, within the budget.
+
+        ``holder``: the rollout they are for, whose samples get ``max_tokens`` each. Its newest
+        hand-out is remembered until it asks again: a rollout asks only once it has registered
+        what it got in the partial pool, but it may die between this answer and that
+        registration, and then only :meth:`reclaim` knows the samples were issued.
+        """
         budget = self.budget()
         k = max_groups if budget is None else min(max_groups, budget)
-        out = []
-        for _ in range(max(0, k)):
-            p = self.gen.prompt(self.issued)
-            out.append(PromptGroup(p.prompt_id, tuple(prompt_ids(self.codec, p.text)), self.n))
-            self.issued += 1
+        out = [self.group(self.issued + i) for i in range(max(0, k))]
+        self.issued += len(out)
+        if holder:
+            self.handed[holder] = ([g.prompt_id for g in out], max_tokens)
         return out
+
+    def reclaim(self, holder: str, now_s: float) -> list[Traj]:
+        """The samples of ``holder``'s newest hand-out, as fresh trajectories of no version
+        (-1: restarted from the prompt wherever they go, from ``now_s``), held by ``holder``;
+        forgotten here. ``holder`` died: the caller keeps those it never registered."""
+        pids, max_tokens = self.handed.pop(holder, ([], 0))
+        trajs = [t for pid in pids for t in self.group(pid).trajectories(-1, max_tokens, now_s)]
+        for t in trajs:
+            t.replica_id = holder
+        return trajs
 
     def advance(self, consumed_steps: int) -> None:
         """The trainer has consumed ``consumed_steps`` global batches (opens the budget)."""
@@ -119,6 +137,10 @@ class PartialResponsePool:
         for tid in done:
             self.live.pop(tid, None)
             self.done.add(tid)
+
+    def unknown(self, traj_ids: list[str]) -> list[str]:
+        """Which of ``traj_ids`` were never registered here (neither in progress nor done)."""
+        return [tid for tid in traj_ids if tid not in self.live and tid not in self.done]
 
     def on_replica(self, replica_id: str) -> list[Traj]:
         """In-progress trajectories last held by ``replica_id`` (what a failure interrupts)."""

@@ -241,8 +241,13 @@ class RolloutWorker:
             elif self.version >= 0:
                 k = (self.max_batch - len(self.trajs)) // self.samples_per_prompt
                 if k > 0 or not self.trajs:
-                    await self.submit_groups(await self.prompt_pool.take.remote(max(k, 1)))
+                    await self.submit_groups(await self._take(max(k, 1)))
             await asyncio.sleep(poll_s)
+
+    async def _take(self, groups: int) -> list[PromptGroup]:
+        """New groups from the prompt pool, handed out to this replica: until it asks again
+        (after registering them), the pool keeps them for recovery should it die meanwhile."""
+        return await self.prompt_pool.take.remote(groups, self.replica_id, self.max_response_len)
 
     async def evaluate(self, prompt_ids_list: list[int], samples: int) -> list[float]:
         """Rewards of ``samples`` answers to each held-out prompt, with the current weights.

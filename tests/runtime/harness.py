@@ -86,6 +86,7 @@ def build(
         repack_enabled=repack,
         t0_s=t0,
         buffer=pools["buffer"],
+        prompts=pools["prompts"],
     )
     return System(store, prompts, partial, buffer, ws, manager, prompts_per_step, pools, t0)
 

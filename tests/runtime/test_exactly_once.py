@@ -1,9 +1,14 @@
-"""Exactly-once delivery when a rollout dies between ``buffer.add`` and the partial-pool update.
+"""Exactly-once delivery when a rollout dies between two of its calls to the data tier.
 
-The hole this closes: the dead replica's finished trajectories were in the buffer *and* still in
-the partial pool, so recovery re-ran them, and the adopting replica's streamer died on a second
-delivery, losing everything it finished later. Recovery now asks the buffer first, and the
-buffer drops a second delivery instead of failing the streamer.
+Between ``buffer.add`` and the partial-pool update: the dead replica's finished trajectories
+were in the buffer *and* still in the partial pool, so recovery re-ran them, and the adopting
+replica's streamer died on a second delivery, losing everything it finished later. Recovery now
+asks the buffer first, and the buffer drops a second delivery instead of failing the streamer.
+
+Between the prompt pool's answer and the registration in the partial pool: the samples handed
+out were issued but held by no pool, so recovery (which reads the partial pool) never saw them
+and they were lost, a whole hand-out (4 prompts x 4 samples in the e2e fault test). The prompt
+pool now keeps each rollout's newest hand-out until it asks again; recovery reclaims it.
 """
 
 from __future__ import annotations
@@ -93,3 +98,49 @@ def test_a_second_delivery_is_dropped_and_the_streamer_lives_on(tmp_path):
     assert s.buffer.rows["p0-s0"] is first["p0-s0"]
     assert [d["traj_id"] for d in s.buffer.duplicates] == ["p0-s0"]
 
+
+
+class _DiesAfterTake:
+    """A prompt pool whose answer to the rollout never arrives: the rollout dies right after
+    the pool handed it groups (issued now), before it could register them."""
+
+    def __init__(self, pool, died: asyncio.Event):
+        self.pool, self.died = pool, died
+
+    async def take(self, *args, **kwargs):
+        out = self.pool.take(*args, **kwargs)
+        if out:
+            self.died.set()
+            await asyncio.Event().wait()  # the answer has nowhere to go
+        return out
+
+
+def test_death_between_the_prompt_hand_out_and_its_registration_loses_nothing(tmp_path):
+    s = harness.build(tmp_path, n=4, max_batch=16, step_s=0.002, repack=False)
+
+    async def go():
+        await harness.boot(s)
+        r0, r1 = s.workers["r0"], s.workers["r1"]
+        died = asyncio.Event()
+        r0.prompt_pool = LocalHandle(_DiesAfterTake(s.prompts, died))
+        loop = asyncio.create_task(r0.run_laminar(poll_s=0.002))
+        await asyncio.wait_for(died.wait(), 10)
+        loop.cancel()
+        await _crash(r0)
+        s.manager.rollouts["r0"] = _Dead()
+        assert s.partial.pending() == [] and s.prompts.issued_groups() == 4  # the hole
+        await s.manager.check()
+        while r1.tasks:
+            await asyncio.sleep(0.01)
+        await r1.streamer.close()
+
+    asyncio.run(go())
+    issued = {f"p{p}-s{i}" for p in range(4) for i in range(4)}
+    assert set(s.buffer.rows) == issued and s.partial.pending() == []  # none lost
+    event = next(e for e in s.manager.events if e["kind"] == "recovery")
+    assert event["unregistered"] == 16 and event["restarted"] == 16
+    assert sorted(s.manager.restarted) == sorted(issued)  # recorded as restarted
+    for row in s.buffer.rows.values():
+        t = row["traj"]
+        assert t.replica_id == "r1" and t.version == 0 and _answer_ok(t)
+        assert t.max_tokens == harness.MAX_RESPONSE_LEN

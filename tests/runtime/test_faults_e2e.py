@@ -32,12 +32,6 @@ def _faults(summary: dict) -> dict[str, dict]:
     return {f["kind"]: f for f in summary["faults"]}
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 13 open: in 1 of 2 CI runs on 6056a9b-era code the engine kill at step 0, the "
-    "trainer kill at step 1 (0.2 s apart) and the kill of the last healthy rollout at step 2 "
-    "ended with trajectories_lost=16 (one step's batch); cause not yet found",
-)
 def test_rollout_engine_and_trainer_deaths_are_survived(tmp_path):
     """r1's engine dies under its live actor, the trainer dies, then r0's actor dies too: for a
     while no rollout lives, and the run waits for the replacements (started on the deaths)."""

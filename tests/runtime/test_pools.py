@@ -36,6 +36,32 @@ def test_prompt_pool_flow_control_and_determinism():
     assert len(_pool(None).take(37)) == 37  # sync mode: the caller sizes the batch
 
 
+def test_prompt_pool_keeps_each_holders_newest_hand_out_until_it_asks_again():
+    """What a rollout took and may not have registered yet: its newest hand-out only (it asks
+    again after registering), reclaimed once, as fresh samples of no version."""
+    p = _pool(None)
+    p.take(2, "r0", 32)
+    second = p.take(1, "r0", 32)
+    p.take(3, "r1", 16)
+    p.take(1)  # no holder (a caller that registers nothing): nothing kept
+    back = p.reclaim("r0", 7.5)
+    assert [(t.prompt_id, t.sample_index) for t in back] == [
+        (second[0].prompt_id, i) for i in range(4)
+    ]
+    assert all(t.version == -1 and t.max_tokens == 32 and t.replica_id == "r0" for t in back)
+    assert all(t.tokens == [] and t.gen_start_s == 7.5 for t in back)
+    assert back[0].prompt_ids == second[0].prompt_ids
+    assert p.reclaim("r0", 8.0) == [] and p.reclaim("r9", 8.0) == []
+    assert len(p.reclaim("r1", 8.0)) == 12 and p.issued_groups() == 7
+
+
+def test_partial_pool_names_the_ids_it_never_saw():
+    pool = PartialResponsePool()
+    pool.update([_traj(0, 0), _traj(0, 1)], [], [])
+    pool.update([], [], [traj_id(0, 1)])  # finished: seen
+    assert pool.unknown([traj_id(0, 0), traj_id(0, 1), traj_id(1, 0)]) == [traj_id(1, 0)]
+
+
 def _traj(pid, i, version=0, tokens=(), migrations=0):
     return Traj(
         traj_id(pid, i),

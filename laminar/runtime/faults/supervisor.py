@@ -242,6 +242,7 @@ class Supervisor:
                 rec["trajectories_continued"] = ev["continued"]
                 rec["trajectories_restarted"] = ev["restarted"]
                 rec["already_finished"] = ev.get("already_finished", 0)
+                rec["trajectories_unregistered"] = ev.get("unregistered", 0)
         started = self._replace(rid, rec)
         if rec is not None and "detected_s" in rec and not started and not self.starting:
             rec["open"] = False  # nothing more to wait for
