@@ -167,16 +167,20 @@ class RolloutManager:
         return len(trajs)
 
     async def execute(self, move: Move, version: int) -> bool:
-        """Carry out one move; False when the destination no longer runs ``version``."""
+        """Carry out one move; False when the destination no longer runs ``version``.
+
+        Either end may die meanwhile; the next health check finds it. A dead source released
+        nothing (its trajectories are still its own in the partial pool); what a dead
+        destination did not take is registered under it, so its recovery places that too.
+        """
         t = time.perf_counter()
         src, dst = self.rollouts[move.src], self.rollouts[move.dst]
-        if not await dst.pin.remote(version):
+        if not await _try(dst.pin.remote(version)):
             return False
-        trajs = []
-        try:
-            trajs = await src.release.remote(list(move.traj_ids))
-        finally:
-            await dst.adopt.remote(trajs)  # also unpins
+        trajs = await _try(src.release.remote(list(move.traj_ids))) or []
+        if not await _done(dst.adopt.remote(trajs)):  # also unpins
+            moved = [replace(x, replica_id=move.dst, migrations=x.migrations + 1) for x in trajs]
+            await self.partial_pool.update.remote(moved, [], [])
         self.events.append(
             {
                 "kind": "repack",
@@ -272,16 +276,16 @@ class RolloutManager:
     async def _place(self, traj: Any) -> tuple[str | None, bool]:
         """Continue ``traj`` on a rollout of its version, else restart it on any (one version)."""
         for rid, handle in list(self.rollouts.items()):
-            if await _try(handle.pin.remote(traj.version)):
-                await handle.adopt.remote([traj])
+            pinned = await _try(handle.pin.remote(traj.version))
+            if pinned and await _done(handle.adopt.remote([traj])):
                 return rid, True
         for rid, handle in list(self.rollouts.items()):
             snap = await _try(handle.snapshot.remote())
             if snap and snap["version"] >= 0 and await _try(handle.pin.remote(snap["version"])):
                 fresh = replace(traj, version=snap["version"], tokens=[], logprobs=[])
-                await handle.adopt.remote([fresh])
-                self.restarted.append(traj.traj_id)
-                return rid, False
+                if await _done(handle.adopt.remote([fresh])):
+                    self.restarted.append(traj.traj_id)
+                    return rid, False
         return None, False
 
     def _record(self, snaps: list[dict]) -> None:
@@ -327,3 +331,12 @@ async def _try(call: Any) -> Any:
         return await call
     except Exception:
         return None
+
+
+async def _done(call: Any) -> bool:
+    """Whether the call returned (False: that rollout died; the next check finds it)."""
+    try:
+        await call
+    except Exception:
+        return False
+    return True

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 
+from laminar.policy.repack import Move
 from laminar.runtime.records import PromptGroup
 from tests.runtime import harness
 from tests.runtime.fakes import LocalHandle
@@ -144,3 +145,48 @@ def test_death_between_the_prompt_hand_out_and_its_registration_loses_nothing(tm
         t = row["traj"]
         assert t.replica_id == "r1" and t.version == 0 and _answer_ok(t)
         assert t.max_tokens == harness.MAX_RESPONSE_LEN
+
+
+class _DiesAdopting:
+    """A rollout handle that pins, then dies before it takes the moved trajectories."""
+
+    def __init__(self, worker):
+        self.worker = worker
+
+    async def pin(self, version):
+        return await self.worker.pin(version)
+
+    async def adopt(self, trajs, **kwargs):
+        raise ConnectionError("the destination died during the move")
+
+
+def test_a_move_whose_destination_dies_loses_nothing_and_the_manager_goes_on(tmp_path):
+    """Repack meets a death: the source released the trajectories, the destination died before
+    taking them. They are registered under the dead destination, whose recovery continues
+    them; the manager's loop (a raised error there used to end it) carries on."""
+    s = harness.build(tmp_path, n=2, max_batch=8, step_s=0.002, repack=False)
+
+    async def go():
+        await harness.boot(s)
+        r0 = s.workers["r0"]
+        await r0.submit_groups([_group(0, "30*a=")])
+        await asyncio.sleep(0.03)
+        await r0.streamer.flush()
+        s.manager.rollouts["r1"] = LocalHandle(_DiesAdopting(s.workers["r1"]))
+        move = Move("r0", "r1", ("p0-s0", "p0-s1"))
+        assert await s.manager.execute(move, 0)  # no error: the next check finds r1 dead
+        assert not r0.trajs and {t.replica_id for t in s.partial.pending()} == {"r1"}
+        s.manager.rollouts["r1"] = _Dead()
+        await _crash(s.workers["r1"])
+        await s.manager.check()
+        while r0.tasks:
+            await asyncio.sleep(0.01)
+        await r0.streamer.close()
+
+    asyncio.run(go())
+    rows = {tid: r["traj"] for tid, r in s.buffer.rows.items()}
+    assert set(rows) == {"p0-s0", "p0-s1"} and s.partial.pending() == []
+    for t in rows.values():
+        assert t.replica_id == "r0" and t.migrations == 2 and _answer_ok(t)
+    event = next(e for e in s.manager.events if e["kind"] == "recovery")
+    assert event["src"] == "r1" and event["continued"] == 2
