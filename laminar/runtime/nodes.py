@@ -135,12 +135,19 @@ def alive_nodes() -> list[str]:
 def on_node(node_id: str, fn: Any, *args: Any, timeout_s: float = 60.0) -> Any:
     """Run ``fn(*args)`` in a task on machine ``node_id`` and return its result."""
     import ray
+
+    return ray.get(submit_on_node(node_id, fn, *args), timeout=timeout_s)
+
+
+def submit_on_node(node_id: str, fn: Any, *args: Any) -> Any:
+    """Start ``fn(*args)`` in a task on machine ``node_id``; its object ref."""
+    import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     task = ray.remote(fn).options(
         num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
     )
-    return ray.get(task.remote(*args), timeout=timeout_s)
+    return task.remote(*args)
 
 
 def remove_run_everywhere(run_id: str, timeout_s: float = 60.0) -> dict[str, list[str]]:
@@ -190,16 +197,20 @@ def reap_here(footprint: dict) -> int:
     return killed
 
 
-def reap_on_node(footprint: dict, timeout_s: float = 60.0) -> int:
+def reap_on_node(footprint: dict, timeout_s: float = 60.0, *, wait: bool = True) -> Any:
     """:func:`reap_here` on the machine the footprint was taken on (``footprint["node_id"]``).
 
     A footprint without a node is reaped here (a single-machine run); a machine that is gone
-    took its processes and memory with it, so there is nothing left to reap."""
+    took its processes and memory with it, so there is nothing left to reap. ``wait=False``:
+    return the task's object ref at once (None when nothing was sent): a machine lost a moment
+    ago is still alive to Ray, and a task there waits until Ray declares it dead (~15 s)."""
     node = footprint.get("node_id", "")
     if not node:
         return reap_here(footprint)
     if node not in alive_nodes():
-        return 0
+        return 0 if wait else None
+    if not wait:
+        return submit_on_node(node, reap_here, footprint)
     return on_node(node, reap_here, footprint, timeout_s=timeout_s)
 
 

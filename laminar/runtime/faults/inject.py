@@ -92,14 +92,16 @@ def kill_from_driver(footprint: dict) -> list[int]:
     return kill_here(footprint)
 
 
-def reap(a: Any, rid: str) -> None:
+def reap(a: Any, rid: str, *, wait: bool = True) -> Any:
     """Kill what a dead rollout's engine left on its machine (its processes, by pid and start
     time, so never a recycled pid) and unlink the shared-memory files they mapped: a task on
-    that machine does it (``laminar.runtime.nodes.reap_on_node``)."""
+    that machine does it (``laminar.runtime.nodes.reap_on_node``). ``wait=False``: the
+    task's ref, not waited for (None: nothing sent)."""
     from laminar.runtime.nodes import reap_on_node
 
     with contextlib.suppress(Exception):  # cleanup must not fail the run's teardown
-        reap_on_node(a.procs.get(rid, {}))
+        return reap_on_node(a.procs.get(rid, {}), wait=wait)
+    return None
 
 
 def sweep_run_processes(run_id: str) -> list[int]:

@@ -17,6 +17,7 @@ from laminar.runtime.faults.inject import FaultNotApplicable
 
 RESTART_ATTEMPTS = 15  # starts of a dead relay's replacement on a live machine before giving up
 RESTART_RETRY_S = 5.0  # between them: ~70 s in all, past the old connections' TIME_WAIT
+PROBE_WAIT_S = 0.2  # a poll waits this long for fresh health probes, never for older ones
 
 
 def relay_handles(store: Any) -> RelayFaults | None:
@@ -37,6 +38,7 @@ class RelayFaults:
         self.restarting: dict[str, tuple[Any, Any]] = {}  # relay id -> (handle, info ref)
         self.failed_starts: dict[str, int] = {}  # relay id -> failed starts of its restart
         self.retry_at: dict[str, float] = {}  # relay id -> when to start it again (monotonic)
+        self.probes: dict[str, Any] = {}  # relay id -> its pending health probe (info call)
 
     def kill(
         self, target: str | None, trainer_machine: str | None = None, lost: frozenset = frozenset()
@@ -81,10 +83,18 @@ class RelayFaults:
         import ray
 
         changed = False
-        refs = {rid: h.info.remote() for rid, h in self.handles.items()}
-        ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=2.0)
-        for rid, ref in refs.items():
-            if rid in self.restarting or rid in self.retry_at or ref not in ready:
+        # A probe stays out until it answers: one to a relay on a machine just lost answers
+        # only when Ray declares that machine dead (~15 s), and waiting for it here (this was
+        # 2 s per poll) held the driver's loop: the next trainer step and the prompt budget.
+        fresh = {rid: h.info.remote() for rid, h in self.handles.items() if rid not in self.probes}
+        self.probes.update(fresh)
+        refs = list(self.probes.values())
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=PROBE_WAIT_S if fresh else 0)
+        for rid, ref in list(self.probes.items()):
+            if ref not in ready:
+                continue
+            del self.probes[rid]
+            if rid in self.restarting or rid in self.retry_at or rid not in self.handles:
                 continue
             try:
                 ray.get(ref)

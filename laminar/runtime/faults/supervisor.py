@@ -73,6 +73,7 @@ class Supervisor:
         self.last_step = -1
         self.last_tick = time.monotonic()
         self.stopping = False
+        self.reaping: list[Any] = []  # refs of reap tasks sent to dead rollouts' machines
 
     # -- the clock of the run ---------------------------------------------------------------
 
@@ -231,7 +232,11 @@ class Supervisor:
         rid = ev["src"]
         self.a.dead.add(rid)
         ray.kill(self.a.rollouts[rid], no_restart=True)  # fence: a hung actor delivers nothing
-        reap(self.a, rid)  # its orphaned engine would hold memory and cores until the end
+        # Its orphaned engine would hold memory and cores until the end; not waited for: on a
+        # machine just lost (still alive to Ray for ~15 s) the task waits for Ray, and this
+        # poll would hold the trainer's next step and the prompt budget (the rollouts idled
+        # ~10 s). Teardown reaps every dead rollout again, waiting.
+        self.reaping.append(reap(self.a, rid, wait=False))
         rec = self._rollout_record(rid, ev)
         if rec is not None:
             rec["recovered"] = sorted({*rec.get("recovered", []), rid})
