@@ -329,10 +329,10 @@ def train(
 def _supervisor(
     a: Actors, cfg: LaminarConfig, dirs: cluster.RunDirs, log: RunLog | None, prior: dict
 ) -> Supervisor:
-    def spawn(index: int, replica_id: str, node_id: str = "") -> Any:
-        # the placement decides (the slot's machine while Ray has it alive, else another);
-        # the supervisor's node hint is not needed
-        a.placement.replace(index)
+    def spawn(index: int, replica_id: str, lost: frozenset[str] = frozenset()) -> Any:
+        # the placement decides: the slot's machine while Ray has it alive and the run has not
+        # lost it, else another
+        a.placement.replace(index, lost)
         return _rollout(cfg, dirs, a.info, index, a.placement, replica_id)
 
     def on_change() -> None:

@@ -119,11 +119,12 @@ class ReplicaPlacement:
     groups: list[Any] = field(default_factory=list)
     """Placement groups created (cuda); :meth:`release` removes them."""
 
-    def replace(self, index: int) -> dict:
+    def replace(self, index: int, lost: frozenset[str] = frozenset()) -> dict:
         """A new home for replica ``index`` whose actor died: the same place (its bundle is
         free again) while its machine is alive, else a machine with room (its own new
-        placement group on cuda); returns, and records, the replica's new options."""
-        alive = set(_alive())
+        placement group on cuda); returns, and records, the replica's new options. ``lost``:
+        machines known lost that Ray may still count alive."""
+        alive = set(_alive()) - lost
         if self.node_ids[index] in alive:
             return self.options[index]
         order = [n for n in self.order if n in alive]

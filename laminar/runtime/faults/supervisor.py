@@ -26,10 +26,12 @@ from typing import Any
 
 from laminar.config import LaminarConfig
 from laminar.config.runtime_faults import FaultSpec
+from laminar.errors import LaminarError
 from laminar.runtime.faults.inject import FaultDeferred, FaultNotApplicable, inject, reap
 from laminar.runtime.faults.trainer import restart_trainer
 
 REPLACE_TIMEOUT_S = 300.0  # a replacement whose engine is not up by then is given up
+REPLACE_ATTEMPTS = 3  # replacements started for one fault, when they die starting
 DEFER_LIMIT_S = 300.0  # a step fault waits this long at its step for something to hit
 DRAIN_TIMEOUT_S = 120.0  # after the last step: the longest wait for late faults to be seen
 
@@ -53,7 +55,7 @@ class Supervisor:
         a: Any,
         cfg: LaminarConfig,
         *,
-        spawn: Callable[[int, str, str], Any] | None,
+        spawn: Callable[[int, str, frozenset[str]], Any] | None,
         checkpoint: Callable[[], str | None],
         on_change: Callable[[], None] = lambda: None,
         done: set[str] = frozenset(),
@@ -280,11 +282,20 @@ class Supervisor:
             return False
         if live >= self.cfg.runtime.rollouts:
             return False
-        index = self.index[rid]
+        return self._start_replacement(self.index[rid], rec)
+
+    def _start_replacement(self, index: int, rec: dict | None) -> bool:
+        """A new rollout in slot ``index``, kept off the machines this run has lost: Ray
+        counts a lost machine alive for ~15 s more, and a replacement placed there dies.
+        False when no machine is left to place it on."""
         new_id = f"r{len(self.a.rollouts) + len(self.starting)}"
-        node = self.a.info.get("rollout_node", {}).get(rid, "")
-        lost = {f.get("node_id") for f in self.faults if f["kind"] == "kill-machine"}
-        handle = self.spawn(index, new_id, "" if node in lost else _alive(node))
+        lost = frozenset(f.get("node_id") for f in self.faults if f["kind"] == "kill-machine")
+        try:
+            handle = self.spawn(index, new_id, lost - {None})
+        except LaminarError as e:
+            if rec is not None:
+                rec.setdefault("replacements_failed", []).append(f"{new_id}: {e}")
+            return False
         self.starting[new_id] = (handle, handle.start.remote(), index, time.perf_counter())
         if rec is not None:
             rec.setdefault("replacements", []).append(new_id)
@@ -308,7 +319,7 @@ class Supervisor:
             try:
                 footprint = ray.get(ref)
             except ray.exceptions.RayError as e:  # it died starting (its machine went too)
-                self._replacement_failed(new_id, type(e).__name__)
+                self._replacement_failed(new_id, type(e).__name__, index)
                 continue
             self.a.join(new_id, handle, index, footprint)
             self.index[new_id] = index
@@ -322,11 +333,17 @@ class Supervisor:
                     rec["open"] = False
             self.on_change()
 
-    def _replacement_failed(self, new_id: str, why: str) -> None:
+    def _replacement_failed(self, new_id: str, why: str, index: int | None = None) -> None:
+        """Record it; one that died starting (``index``: its slot) is started again, a few
+        times: its machine was lost before Ray knew (a real loss, or one another fault
+        caused), and Ray has declared it dead by now, so the next goes elsewhere."""
         for rec in self.faults:
             if new_id in rec.get("replacements", []):
                 rec.setdefault("replacements_failed", []).append(f"{new_id}: {why}")
-                rec["open"] = False
+                again = index is not None and not self.stopping
+                again = again and len(rec["replacements_failed"]) < REPLACE_ATTEMPTS
+                if not (again and self._start_replacement(index, rec)):
+                    rec["open"] = False
 
     def drain(self, timeout_s: float = DRAIN_TIMEOUT_S) -> None:
         """The last step is done; before the run ends (rollouts and manager still run), a
@@ -380,11 +397,3 @@ class Supervisor:
             "events": events,
             "rollouts": sorted(self.a.rollouts),
         }
-
-
-def _alive(node_id: str) -> str:
-    """``node_id`` if that Ray node is alive, else "" (anywhere)."""
-    import ray
-
-    alive = node_id and any(n["NodeID"] == node_id and n["Alive"] for n in ray.nodes())
-    return node_id if alive else ""
