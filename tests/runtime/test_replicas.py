@@ -66,3 +66,22 @@ def test_room_on_a_machine_whole_or_shared_gpus():
                 overrides=["runtime.device=cuda", "runtime.gpu_share=0.5", "model.rollout_tp=2"]
             )
         )
+
+
+def test_a_replacement_avoids_machines_the_run_has_lost(monkeypatch):
+    """Ray counts a lost machine alive for a while: a replacement placed there would die."""
+    from laminar.runtime import replicas
+
+    m0, m1, m2 = (c * 56 for c in "abc")  # Ray node ids (hex)
+    monkeypatch.setattr(replicas, "_alive", lambda: [m0, m1, m2])
+    where = replicas.ReplicaPlacement(
+        node_ids=[m1, m2], options=[{}, {}], tensor_parallel_size=1, order=[m1, m2, m0]
+    )
+    where.replace(0)
+    assert where.node_ids == [m1, m2]  # its machine lives: the same place
+    where.replace(0, frozenset({m1}))
+    node = where.node_ids[0]
+    assert node in {m2, m0}
+    assert where.options[0]["scheduling_strategy"].node_id == node
+    with pytest.raises(LaminarError, match="no Ray node"):
+        where.replace(1, frozenset({m0, m1, m2}))
