@@ -50,6 +50,7 @@ class PromptPool:
         # holder -> (prompt ids, max tokens) of its newest hand-out, which it may not have
         # registered in the partial pool yet (see :meth:`take`, :meth:`reclaim`)
         self.handed: dict[str, tuple[list[int], int]] = {}
+        self.closed: set[str] = set()  # holders reclaimed (declared dead): no more hand-outs
 
     def budget(self) -> int | None:
         """Groups that may still be handed out now (None: unbounded)."""
@@ -64,8 +65,11 @@ class PromptPool:
         ``holder``: the rollout they are for, whose samples get ``max_tokens`` each. Its newest
         hand-out is remembered until it asks again: a rollout asks only once it has registered
         what it got in the partial pool, but it may die between this answer and that
-        registration, and then only :meth:`reclaim` knows the samples were issued.
+        registration, and then only :meth:`reclaim` knows the samples were issued. A holder
+        reclaimed already gets nothing (a dead rollout whose actor still runs for a moment).
         """
+        if holder in self.closed:
+            return []
         budget = self.budget()
         k = max_groups if budget is None else min(max_groups, budget)
         out = [self.group(self.issued + i) for i in range(max(0, k))]
@@ -77,7 +81,9 @@ class PromptPool:
     def reclaim(self, holder: str, now_s: float) -> list[Traj]:
         """The samples of ``holder``'s newest hand-out, as fresh trajectories of no version
         (-1: restarted from the prompt wherever they go, from ``now_s``), held by ``holder``;
-        forgotten here. ``holder`` died: the caller keeps those it never registered."""
+        forgotten here. ``holder`` died: the caller keeps those it never registered, and the
+        holder gets no more prompts."""
+        self.closed.add(holder)
         pids, max_tokens = self.handed.pop(holder, ([], 0))
         trajs = [t for pid in pids for t in self.group(pid).trajectories(-1, max_tokens, now_s)]
         for t in trajs:

@@ -18,7 +18,7 @@ import asyncio
 from laminar.policy.repack import Move
 from laminar.runtime.records import PromptGroup
 from tests.runtime import harness
-from tests.runtime.fakes import LocalHandle
+from tests.runtime.fakes import FakeEngine, LocalHandle
 from tests.runtime.test_system import CODEC, _answer_ok, _crash, _Dead, prompt_ids
 
 
@@ -190,3 +190,55 @@ def test_a_move_whose_destination_dies_loses_nothing_and_the_manager_goes_on(tmp
         assert t.replica_id == "r0" and t.migrations == 2 and _answer_ok(t)
     event = next(e for e in s.manager.events if e["kind"] == "recovery")
     assert event["src"] == "r1" and event["continued"] == 2
+
+
+class _DeadEngine(FakeEngine):
+    async def generate(self, request_id, prompt_ids, max_tokens):
+        raise RuntimeError("EngineCore died")
+        yield  # an async generator that fails at once
+
+
+class _AnswersLate:
+    """A prompt pool whose answer reaches the rollout only after ``late`` is set."""
+
+    def __init__(self, pool, asked: asyncio.Event, late: asyncio.Event):
+        self.pool, self.asked, self.late = pool, asked, late
+
+    async def take(self, *args, **kwargs):
+        out = self.pool.take(*args, **kwargs)
+        if out:
+            self.asked.set()
+            await self.late.wait()
+        return out
+
+
+def test_a_dead_engines_late_registration_neither_loses_nor_holds_its_hand_out(tmp_path):
+    """The engine died under a live actor, whose loop was waiting for prompts: recovery
+    reclaims the hand-out before the actor registers it; that late registration (an older
+    copy) must not take the samples back from their new rollout, and the actor gets no more
+    prompts."""
+    s = harness.build(tmp_path, n=4, max_batch=16, step_s=0.002, repack=False)
+
+    async def go():
+        await harness.boot(s)
+        r0, r1 = s.workers["r0"], s.workers["r1"]
+        asked, late = asyncio.Event(), asyncio.Event()
+        r0.prompt_pool = LocalHandle(_AnswersLate(s.prompts, asked, late))
+        r0.engine = _DeadEngine()
+        loop = asyncio.create_task(r0.run_laminar(poll_s=0.002))
+        await asyncio.wait_for(asked.wait(), 10)
+        s.manager.rollouts["r0"] = _Dead()  # its snapshot fails: declared dead
+        await s.manager.check()
+        late.set()  # now r0 registers what it took, and its engine fails them
+        await asyncio.wait_for(loop, 10)
+        assert r0.watchdog.error and s.prompts.take(4, "r0", 64) == []
+        while r1.tasks:
+            await asyncio.sleep(0.01)
+        await r1.streamer.close()
+        await r0.streamer.close()
+
+    asyncio.run(go())
+    issued = {f"p{p}-s{i}" for p in range(4) for i in range(4)}
+    assert s.prompts.issued_groups() == 4
+    assert set(s.buffer.rows) == issued and s.partial.pending() == []
+    assert all(r["traj"].replica_id == "r1" for r in s.buffer.rows.values())

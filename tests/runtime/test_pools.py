@@ -53,6 +53,9 @@ def test_prompt_pool_keeps_each_holders_newest_hand_out_until_it_asks_again():
     assert back[0].prompt_ids == second[0].prompt_ids
     assert p.reclaim("r0", 8.0) == [] and p.reclaim("r9", 8.0) == []
     assert len(p.reclaim("r1", 8.0)) == 12 and p.issued_groups() == 7
+    # a reclaimed holder (declared dead, its actor maybe still running) gets nothing more
+    assert p.take(2, "r0", 32) == [] and p.issued_groups() == 7
+    assert len(p.take(2, "r2", 32)) == 2
 
 
 def test_partial_pool_names_the_ids_it_never_saw():
