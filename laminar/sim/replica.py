@@ -88,6 +88,9 @@ class Replica:
         # no-op call after every completion.
         top_up = None if type(system).top_up is System.top_up else system.top_up
         now = env.now  # the clock only moves at a yield: read it once after each
+        # Decoding alone, with nobody waiting and no core sharing or series (most segments of
+        # a run): ``_drain``'s inlined loop.
+        fast = self._share is None and self._series is None and not self.one_step
         while True:
             if not running and not waiting:
                 self.idle_since = env.now
@@ -99,6 +102,9 @@ class Replica:
                 self.idle_since = None
                 self._busy(True)
                 now = env.now
+                continue
+            if fast and not waiting and self.kv + len(running) <= capacity:
+                now = yield from self._drain(now, top_up)
                 continue
             # Most events are a completion with nobody waiting: skip the no-op calls.
             prefill_s = self._admit() if waiting else 0.0
@@ -115,6 +121,59 @@ class Replica:
             now = env.now
             if self._complete(now) and running and top_up is not None:
                 top_up(cluster, self)
+
+    def _drain(self, now: float, top_up):
+        """A process body: decode segments while nobody waits, nothing overflows and the
+        replica holds trajectories; returns the clock at the last event.
+
+        ``_plan`` (share and series off, so no slowdown and no prefill), ``_apply`` and
+        ``kv_integral`` inlined with the same arithmetic in the same order (the same bits):
+        this loop runs once per completion, the bulk of a run's events.
+        """
+        env, timeout = self.env, self.env.timeout
+        running, waiting, heap = self.running, self.waiting, self.heap
+        capacity, fixed_s, per_kv_s = self.capacity, self._decode_fixed_s, self._per_kv_s
+        while running and not waiting:
+            kv, b = self.kv, len(running)
+            if kv + b > capacity:
+                return now  # a preemption first: the general loop
+            top = heap[0]
+            while top[2].heap_seq != top[1]:
+                heappop(heap)  # stale: preempted or moved since it was pushed
+                top = heap[0]
+            n = top[0] - self.steps
+            room = (capacity - kv) // b
+            if room < n:
+                n = room
+            busy = self.busy_until
+            if busy < now:
+                busy = now
+            self.busy_until = self.seg_t0 = busy
+            self.seg_a = a = fixed_s(b) + kv * per_kv_s
+            self.seg_c = c = b * per_kv_s
+            self.seg_n, self.seg_done, self.seg_b, self.seg_kv0 = n, 0, b, kv
+            self.seg_end = end = busy + (n * a + c * (n * (n - 1) / 2))
+            self.in_segment = True
+            try:
+                yield timeout(end - now)
+                if self.seg_done:  # brought forward by a ``sync`` without a wake
+                    self._apply(n)
+                elif n > 0:
+                    s1 = n * (n - 1) / 2
+                    s2 = (n - 1) * n * (2 * n - 1) / 6
+                    self.kv_token_s += a * kv * n + (a * b + c * kv) * s1 + c * b * s2
+                    self.steps += n
+                    kb = n * b
+                    self.kv += kb
+                    self.decoded_tokens += kb
+                    self.seg_done = n
+            except simpy.Interrupt:
+                self._wake_pending = False
+            self.in_segment = False
+            now = env.now
+            if self._complete(now) and running and top_up is not None:
+                top_up(self.cluster, self)
+        return now
 
     def assign(self, trajs: list[Trajectory]) -> None:
         """Queue new trajectories, generated with this replica's current weights."""
