@@ -96,6 +96,8 @@ class Cluster:
         self.warmup_steps = warmup_steps(cfg)  # ``sim.warmup_steps``, ``auto`` resolved
         self.relay = RelayChain(self, list(self.split.rollout_machines))
         self.core_sharing = system.core_sharing(self)  # None: each replica has its own GPUs
+        # A pure function of the batch, asked once per decode segment: tabulated (same values).
+        self.decode_fixed_by_batch_s = [cost.decode_fixed_s(b) for b in range(cfg.sim.max_batch + 1)]
         self.replicas = [
             Replica(self, i, m, self.relay.position_of(m))
             for i, m in enumerate(self.split.replica_machines())

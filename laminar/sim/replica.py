@@ -43,6 +43,8 @@ class Replica:
         self.cost = cost
         # Hot path (a lookup per segment): the cost model and core sharing are fixed per run.
         self._decode_fixed_s = cost.decode_fixed_s
+        # decode_fixed_s by batch size, computed once per run (admission keeps b <= max_batch)
+        self._fixed_by_batch_s = cluster.decode_fixed_by_batch_s
         self._per_kv_s = cost.decode_per_kv_token_s
         self._share = cluster.core_sharing  # None: this replica has its GPUs to itself
         self.capacity = cost.kv_capacity_tokens
@@ -132,7 +134,7 @@ class Replica:
         """
         env, timeout = self.env, self.env.timeout
         running, waiting, heap = self.running, self.waiting, self.heap
-        capacity, fixed_s, per_kv_s = self.capacity, self._decode_fixed_s, self._per_kv_s
+        capacity, fixed_s, per_kv_s = self.capacity, self._fixed_by_batch_s, self._per_kv_s
         while running and not waiting:
             kv, b = self.kv, len(running)
             if kv + b > capacity:
@@ -149,7 +151,7 @@ class Replica:
             if busy < now:
                 busy = now
             self.busy_until = self.seg_t0 = busy
-            self.seg_a = a = fixed_s(b) + kv * per_kv_s
+            self.seg_a = a = fixed_s[b] + kv * per_kv_s
             self.seg_c = c = b * per_kv_s
             self.seg_n, self.seg_done, self.seg_b, self.seg_kv0 = n, 0, b, kv
             self.seg_end = end = busy + (n * a + c * (n * (n - 1) / 2))
