@@ -97,7 +97,8 @@ class Cluster:
         self.relay = RelayChain(self, list(self.split.rollout_machines))
         self.core_sharing = system.core_sharing(self)  # None: each replica has its own GPUs
         # A pure function of the batch, asked once per decode segment: tabulated (same values).
-        self.decode_fixed_by_batch_s = [cost.decode_fixed_s(b) for b in range(cfg.sim.max_batch + 1)]
+        batches = range(cfg.sim.max_batch + 1)
+        self.decode_fixed_by_batch_s = [cost.decode_fixed_s(b) for b in batches]
         self.replicas = [
             Replica(self, i, m, self.relay.position_of(m))
             for i, m in enumerate(self.split.replica_machines())
