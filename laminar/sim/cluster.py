@@ -15,6 +15,7 @@ import simpy
 from laminar.config import LaminarConfig
 from laminar.errors import ConfigError
 from laminar.sim.cost import CostModel
+from laminar.sim.decoder import Decoder
 from laminar.sim.faults import FaultInjector
 from laminar.sim.manager import RolloutManager
 from laminar.sim.pools import ExperienceBuffer, PartialResponsePool, PromptPool
@@ -97,6 +98,7 @@ class Cluster:
         self.relay = RelayChain(self, list(self.split.rollout_machines))
         self.core_sharing = system.core_sharing(self)  # None: each replica has its own GPUs
         # A pure function of the batch, asked once per decode segment: tabulated (same values).
+        self.decoder = Decoder(self.env)  # every replica's decode segments
         batches = range(cfg.sim.max_batch + 1)
         self.decode_fixed_by_batch_s = [cost.decode_fixed_s(b) for b in batches]
         self.replicas = [

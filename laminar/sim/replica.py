@@ -17,6 +17,7 @@ present, changes it, then calls :meth:`wake` so it plans a new segment.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections import deque
 from heapq import heappop, heappush
@@ -73,28 +74,26 @@ class Replica:
         self.decoded_tokens = 0
         self.reprefill_tokens = 0
         self._series = cluster.series if cluster.cfg.sim.replica_series else None
+        # Laminar and most baselines wait until a replica is empty to refill it: skip the
+        # no-op call after every completion.
+        system = cluster.system
+        self._top_up = None if type(system).top_up is System.top_up else system.top_up
+        # Decoding alone, with no core sharing or series: ``begin`` inlines ``_plan``.
+        self._fast = self._share is None and self._series is None and not self.one_step
+        self.decoder = cluster.decoder
+        self.decoder_seq = -1  # its live entry in the decoder's heap (-1: none)
         self.process = self.env.process(self.run())
 
     # The process --------------------------------------------------------------------------
 
     def run(self):
+        """Idle periods and refills; the decode segments in between run in the cluster's
+        :class:`~laminar.sim.decoder.Decoder`, which hands the replica back once it is empty."""
         env = self.env
-        timeout = env.timeout
         cluster = self.cluster
         system = cluster.system
-        # Hot loop (one pass per decode segment): these containers are only ever mutated in
-        # place, so local names stay valid for the whole run.
-        running, waiting = self.running, self.waiting
-        capacity = self.capacity
-        # Laminar and most baselines wait until a replica is empty to refill it: skip the
-        # no-op call after every completion.
-        top_up = None if type(system).top_up is System.top_up else system.top_up
-        now = env.now  # the clock only moves at a yield: read it once after each
-        # Decoding alone, with nobody waiting and no core sharing or series (most segments of
-        # a run): ``_drain``'s inlined loop.
-        fast = self._share is None and self._series is None and not self.one_step
         while True:
-            if not running and not waiting:
+            if not self.running and not self.waiting:
                 self.idle_since = env.now
                 self._record(0)
                 self._busy(False)
@@ -103,79 +102,68 @@ class Replica:
                 self.idle_s += env.now - self.idle_since
                 self.idle_since = None
                 self._busy(True)
-                now = env.now
                 continue
-            if fast and not waiting and self.kv + len(running) <= capacity:
-                now = yield from self._drain(now, top_up)
-                continue
-            # Most events are a completion with nobody waiting: skip the no-op calls.
-            prefill_s = self._admit() if waiting else 0.0
-            if self.kv + len(running) > capacity:
+            self.decoder.start(self)
+            with contextlib.suppress(simpy.Interrupt):
+                yield env.event()  # parked while the decoder runs its segments
+
+    def step(self, now: float, woken: bool) -> float | None:
+        """End the current segment at ``now`` (``woken``: cut short by :meth:`wake`) and plan
+        the next (:meth:`begin`); called by the decoder."""
+        if woken:
+            self._wake_pending = False
+        elif self.seg_done:  # brought forward by a ``sync`` without a wake
+            self._apply(self.seg_n)
+        elif self.seg_n > 0:
+            # ``_apply`` and ``kv_integral`` inlined: the same arithmetic, so the same bits
+            n, a, c, kv, b = self.seg_n, self.seg_a, self.seg_c, self.seg_kv0, self.seg_b
+            s1 = n * (n - 1) / 2
+            s2 = (n - 1) * n * (2 * n - 1) / 6
+            self.kv_token_s += a * kv * n + (a * b + c * kv) * s1 + c * b * s2
+            self.steps += n
+            kb = n * b
+            self.kv += kb
+            self.decoded_tokens += kb
+            self.seg_done = n
+        self.in_segment = False
+        if self._complete(now) and self.running and self._top_up is not None:
+            self._top_up(self.cluster, self)
+        return self.begin(now)
+
+    def begin(self, now: float) -> float | None:
+        """Admit, preempt and plan the next segment at ``now``; the moment it ends (None: the
+        replica is empty). Runs once per completion, the bulk of a run's events: with nobody
+        waiting and no core sharing or series, ``_plan`` is inlined (same arithmetic)."""
+        running = self.running
+        if not running and not self.waiting:
+            return None
+        kv, b = self.kv, len(running)
+        if self.waiting or not self._fast or kv + b > self.capacity:
+            prefill_s = self._admit() if self.waiting else 0.0
+            if self.kv + len(running) > self.capacity:
                 self._preempt_overflow()
-            n = self._plan(prefill_s, now)
-            self.in_segment = True
-            try:
-                yield timeout(self.seg_end - now)
-                self._apply(n)
-            except simpy.Interrupt:
-                self._wake_pending = False
-            self.in_segment = False
-            now = env.now
-            if self._complete(now) and running and top_up is not None:
-                top_up(cluster, self)
-
-    def _drain(self, now: float, top_up):
-        """A process body: decode segments while nobody waits, nothing overflows and the
-        replica holds trajectories; returns the clock at the last event.
-
-        ``_plan`` (share and series off, so no slowdown and no prefill), ``_apply`` and
-        ``kv_integral`` inlined with the same arithmetic in the same order (the same bits):
-        this loop runs once per completion, the bulk of a run's events.
-        """
-        env, timeout = self.env, self.env.timeout
-        running, waiting, heap = self.running, self.waiting, self.heap
-        capacity, fixed_s, per_kv_s = self.capacity, self._fixed_by_batch_s, self._per_kv_s
-        while running and not waiting:
-            kv, b = self.kv, len(running)
-            if kv + b > capacity:
-                return now  # a preemption first: the general loop
+            self._plan(prefill_s, now)
+        else:
+            heap = self.heap
             top = heap[0]
             while top[2].heap_seq != top[1]:
                 heappop(heap)  # stale: preempted or moved since it was pushed
                 top = heap[0]
             n = top[0] - self.steps
-            room = (capacity - kv) // b
+            room = (self.capacity - kv) // b
             if room < n:
                 n = room
             busy = self.busy_until
             if busy < now:
                 busy = now
             self.busy_until = self.seg_t0 = busy
-            self.seg_a = a = fixed_s[b] + kv * per_kv_s
+            per_kv_s = self._per_kv_s
+            self.seg_a = a = self._fixed_by_batch_s[b] + kv * per_kv_s
             self.seg_c = c = b * per_kv_s
             self.seg_n, self.seg_done, self.seg_b, self.seg_kv0 = n, 0, b, kv
-            self.seg_end = end = busy + (n * a + c * (n * (n - 1) / 2))
-            self.in_segment = True
-            try:
-                yield timeout(end - now)
-                if self.seg_done:  # brought forward by a ``sync`` without a wake
-                    self._apply(n)
-                elif n > 0:
-                    s1 = n * (n - 1) / 2
-                    s2 = (n - 1) * n * (2 * n - 1) / 6
-                    self.kv_token_s += a * kv * n + (a * b + c * kv) * s1 + c * b * s2
-                    self.steps += n
-                    kb = n * b
-                    self.kv += kb
-                    self.decoded_tokens += kb
-                    self.seg_done = n
-            except simpy.Interrupt:
-                self._wake_pending = False
-            self.in_segment = False
-            now = env.now
-            if self._complete(now) and running and top_up is not None:
-                top_up(self.cluster, self)
-        return now
+            self.seg_end = busy + (n * a + c * (n * (n - 1) / 2))
+        self.in_segment = True
+        return now + (self.seg_end - now)  # when a SimPy timeout of seg_end - now would fire
 
     def assign(self, trajs: list[Trajectory]) -> None:
         """Queue new trajectories, generated with this replica's current weights."""
@@ -338,10 +326,10 @@ class Replica:
         self._apply(self._steps_by(self.env.now))
 
     def wake(self) -> None:
-        """Make the process re-plan after an outside change (no-op when it is not decoding)."""
+        """Make the decoder re-plan it after an outside change (no-op when not decoding)."""
         if self.in_segment and not self._wake_pending:
             self._wake_pending = True
-            self.process.interrupt()
+            self.decoder.wake(self)
 
     def generated_now(self, t: Trajectory, steps: int) -> int:
         """Tokens ``t`` has generated when the step counter reads ``steps``."""
