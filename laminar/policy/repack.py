@@ -123,8 +123,14 @@ class Move:
 
 def is_candidate(r: ReplicaState) -> bool:
     """§5.2: KV use below capacity and falling (no waiting queue left), < B trajectories."""
-    falling = r.kv_used_tokens < min(r.kv_capacity_tokens, r.kv_used_prev_tokens)
+    falling = kv_falling(r.kv_used_tokens, r.kv_used_prev_tokens, r.kv_capacity_tokens)
     return falling and len(r.trajectories) < r.max_batch
+
+
+def kv_falling(kv_used_tokens: int, kv_used_prev_tokens: int, kv_capacity_tokens: int) -> bool:
+    """The KV half of :func:`is_candidate`: use below capacity and below the previous check's.
+    A caller holding fewer than B trajectories asks this before building a full snapshot."""
+    return kv_used_tokens < min(kv_capacity_tokens, kv_used_prev_tokens)
 
 
 @dataclass(slots=True)

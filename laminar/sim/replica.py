@@ -191,26 +191,32 @@ class Replica:
 
     def _admit(self) -> float:
         """FIFO admission while B and the KV cache allow; returns the prefill seconds."""
-        running, waiting = self.running, self.waiting
+        running, waiting, heap = self.running, self.waiting, self.heap
+        # Counters kept in locals through the loop (one pass per admitted trajectory).
+        kv, seq, steps, held = self.kv, self._seq, self.steps, len(running)
+        max_batch, admit_cap = self.max_batch, self.admit_cap
         lengths = []
-        while waiting and len(running) < self.max_batch:
+        while waiting and held < max_batch:
             t = waiting[0]
-            need = t.prompt_len + t.generated
-            if self.kv + need + len(running) + 1 > self.admit_cap:
-                if not running:
+            gen = t.generated
+            need = t.prompt_len + gen
+            if kv + need + held + 1 > admit_cap:
+                if not held:
                     raise RuntimeError(f"{self.rid}: trajectory {t.tid} can never fit its KV")
                 break
             waiting.popleft()
-            if t.generated:
+            if gen:
                 self.reprefill_tokens += need
             running[t.tid] = t
-            t.admit_step = self.steps
-            t.gen_at_admit = t.generated
-            self._seq += 1
-            t.heap_seq = self._seq
-            heappush(self.heap, (self.steps + t.response_len - t.generated, self._seq, t))
-            self.kv += need
+            t.admit_step = steps
+            t.gen_at_admit = gen
+            seq += 1
+            t.heap_seq = seq
+            heappush(heap, (steps + t.response_len - gen, seq, t))
+            kv += need
+            held += 1
             lengths.append(need)
+        self.kv, self._seq = kv, seq
         return self.cost.prefill_s(lengths) if lengths else 0.0
 
     def _preempt_overflow(self) -> None:
@@ -349,7 +355,11 @@ class Replica:
         """KV tokens in use at ``now`` (the present, read once by the caller)."""
         if not self.in_segment or now <= self.seg_t0:
             return self.kv  # nothing decoded since the last applied step
-        return self.kv + (self._steps_by(now) - self.seg_done) * self.seg_b
+        # ``_steps_by``, inlined (asked for every replica at every repack check)
+        n = steps_within(now - self.seg_t0, self.seg_a, self.seg_c)
+        if n > self.seg_n:
+            n = self.seg_n
+        return self.kv + (n - self.seg_done) * self.seg_b
 
     def snapshot(
         self,
