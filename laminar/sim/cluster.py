@@ -88,7 +88,7 @@ class Cluster:
         self.prompts = PromptPool(workload, w.max_prompt_len, w.max_response_len)
         limit = round(cfg.sim.buffer_limit_batches * w.prompts_per_step * self._mean_group_size())
         self.buffer = ExperienceBuffer(self.env, limit)
-        self.partial = PartialResponsePool()
+        self.partial = PartialResponsePool(lambda: self.replicas)
         # (t_s, replica index, kv, kv at the segment's end, running, waiting, version)
         self.series: list[tuple] = []
         self.weight_waits: list[tuple[float, int, float]] = []  # (t_s, replica index, wait_s)

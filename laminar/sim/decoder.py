@@ -22,6 +22,7 @@ exact time (``schedule`` adds a delay to ``now``, which rounds), so the decoder 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 from collections import deque
 from heapq import heappop, heappush
@@ -36,7 +37,7 @@ class Decoder:
     def __init__(self, env: simpy.Environment):
         self.env = env
         self._heap: list[tuple[float, int, object]] = []  # (segment end s, seq, replica)
-        self._seq = 0
+        self._next_seq = itertools.count(1).__next__  # heap tie-break and liveness tag
         self._woken: deque = deque()  # replicas to re-plan now, in the order woken
         self._parked = False  # sleeping in SimPy (it looks at its queues before it sleeps)
         self._sleep_until_s = math.inf  # when parked: until when (inf: until kicked)
@@ -67,15 +68,15 @@ class Decoder:
             replica.decoder_seq = -1
             replica.process.interrupt()
             return
-        self._seq += 1
-        replica.decoder_seq = self._seq
-        heappush(self._heap, (end_s, self._seq, replica))
+        seq = self._next_seq()
+        replica.decoder_seq = seq
+        heappush(self._heap, (end_s, seq, replica))
 
     def run(self):
         env = self.env
         queue = env._queue  # SimPy's scheduled events: (time, priority, id, event)
         heap, woken = self._heap, self._woken
-        push = self._push
+        push, next_seq = self._push, self._next_seq
         while True:
             while woken:
                 r = woken.popleft()
@@ -88,7 +89,13 @@ class Decoder:
                 if end_s <= env._now or not queue or end_s < queue[0][0]:
                     heappop(heap)
                     env._now = end_s  # nothing else is scheduled before it
-                    push(r, r.step(end_s, False))
+                    end_s = r.step(end_s, False)
+                    if end_s is None:
+                        push(r, None)
+                    else:  # ``_push``, inlined: once per segment
+                        seq = next_seq()
+                        r.decoder_seq = seq
+                        heappush(heap, (end_s, seq, r))
                     continue
             else:
                 end_s = math.inf

@@ -168,13 +168,11 @@ class Replica:
     def assign(self, trajs: list[Trajectory]) -> None:
         """Queue new trajectories, generated with this replica's current weights."""
         now, version, rid = self.env.now, self.version, self.rid
-        active = self.cluster.partial.active  # the partial-response pool (hot path: no calls)
         self.batches += 1
         for t in trajs:
             t.version = version
             t.replica = rid
             t.gen_start_s = now
-            active[t.tid] = t
         self.waiting.extend(trajs)
 
     def _busy(self, busy: bool) -> None:
@@ -302,14 +300,12 @@ class Replica:
             return 0
         running = self.running
         cluster = self.cluster
-        active = cluster.partial.active
         done = freed = 0
         while heap and heap[0][0] <= steps:
             _, seq, t = heappop(heap)
             if t.heap_seq != seq:
                 continue
             del running[t.tid]
-            del active[t.tid]
             done += 1
             r = t.response_len
             freed += t.prompt_len + r

@@ -102,3 +102,21 @@ def test_a_tie_with_another_event_runs_after_it():
     FakeReplica(env, dec, "a", [0.5], log)
     env.run(until=5)
     assert log == [(0.5, "other", False), (0.5, "a", False)]
+
+
+def test_partial_pool_holds_exactly_the_started_unfinished_trajectories():
+    from laminar.sim.api import load_run_workload
+    from laminar.sim.cluster import Cluster
+    from laminar.sim.costdata import cost_model_for
+    from laminar.sim.systems import Laminar
+
+    from .conftest import small_config
+
+    cfg = small_config("cluster.gpus=32", "workload.prompts_per_step=12", "workload.steps=4")
+    cluster = Cluster(cfg, Laminar(cfg), cost_model_for(cfg), load_run_workload(cfg))
+    for until_s in (2.0, 5.0, 10.0):
+        cluster.env.run(until=until_s)
+        started = cluster.prompts.trajectories
+        unfinished = {t.tid for t in started if t.gen_start_s == t.gen_start_s}  # not NaN
+        unfinished -= {t.tid for t in started if t.gen_end_s == t.gen_end_s}
+        assert unfinished and set(cluster.partial.active) == unfinished
