@@ -145,10 +145,12 @@ class _Slot:
     listed: bool = True  # still in the destination list
 
     max_step_s: float = field(init=False)  # cached: checked for every source scanned
+    footprint_tokens: int = field(init=False)  # cached: the sort key, then the move's size
 
     def __post_init__(self) -> None:
         self.key = (-self.load_tokens, self.state.replica_id)
         self.max_step_s = self.state.max_step_s
+        self.footprint_tokens = self.state.footprint_tokens
 
     def fits(self, load_tokens: int, count: int) -> bool:
         """:meth:`ReplicaState.fits`, with the step limit computed once."""
@@ -180,10 +182,10 @@ def _plan_group(candidates: list[ReplicaState]) -> list[Move]:
         raise ValueError("replica ids must be unique within a repack check")
     dests = _Destinations(slots)
     moves: list[Move] = []
-    for src in sorted(slots, key=lambda s: (s.state.footprint_tokens, s.state.replica_id)):
+    for src in sorted(slots, key=lambda s: (s.footprint_tokens, s.state.replica_id)):
         if src.received:
             continue
-        fp = src.state.footprint_tokens
+        fp = src.footprint_tokens
         dst = dests.best_fit(src, fp, src.count)
         if dst is None:
             continue

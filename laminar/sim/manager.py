@@ -56,21 +56,20 @@ class RolloutManager:
         snaps: list[ReplicaState] = []
         kv_prev = self.kv_prev
         now = self.env.now
+        step_cost, max_step_slowdown = self.step_cost, self.max_step_slowdown
         for r in self.cluster.replicas:
             kv = r.kv_at(now)
             rid = r.rid
             batch, prev = kv_prev.get(rid, (-1, 0))
-            if batch != r.batches:
+            batches = r.batches
+            if batch != batches:
                 prev = 0  # a fresh batch since the last look: its KV use is rising, not falling
-            kv_prev[rid] = (r.batches, kv)
+            kv_prev[rid] = (batches, kv)
             held = len(r.running) + len(r.waiting)
-            if not held:
-                continue
-            if held >= r.max_batch:
-                continue  # cheap test first: a full replica is never a candidate
-            # is_candidate on a snapshot without trajectories, without building it
-            if kv_falling(kv, prev, r.capacity):
-                snaps.append(r.snapshot(prev, self.step_cost, self.max_step_slowdown))
+            # cheap tests first: an empty replica is idle, a full one never a candidate;
+            # then is_candidate on a snapshot without trajectories, without building it
+            if 0 < held < r.max_batch and kv_falling(kv, prev, r.capacity):
+                snaps.append(r.snapshot(prev, step_cost, max_step_slowdown))
         return snaps
 
     def after_update(self) -> None:
