@@ -1,7 +1,8 @@
 """One simulated cluster running one system: the components wired together (paper §3.1).
 
 ``Cluster`` owns the SimPy environment and one process per component: a replica per rollout
-replica, the trainer, the relay chain and the rollout manager; the pools are passive. It also
+replica (idle and refill), the decoder (every replica's decode segments), the trainer, the relay
+chain and the rollout manager; the pools are passive. It also
 keeps the raw records that ``laminar.sim.results`` turns into tables.
 """
 
