@@ -28,7 +28,7 @@ from collections import deque
 from heapq import heappop, heappush
 
 import simpy
-from simpy.events import NORMAL
+from simpy.events import NORMAL, URGENT
 
 
 class Decoder:
@@ -63,14 +63,17 @@ class Decoder:
             self._kicked = True
             self.process.interrupt()
 
-    def _push(self, replica, end_s: float | None) -> None:
-        if end_s is None:  # idle: back to its process, to refill
+    def _push(self, replica, end_s: float | None) -> bool:
+        """Queue the replica's next segment end; False when it went idle instead (handed
+        back to its process, to refill)."""
+        if end_s is None:
             replica.decoder_seq = -1
             replica.process.interrupt()
-            return
+            return False
         seq = self._next_seq()
         replica.decoder_seq = seq
         heappush(self._heap, (end_s, seq, replica))
+        return True
 
     def run(self):
         env = self.env
@@ -80,7 +83,8 @@ class Decoder:
         while True:
             while woken:
                 r = woken.popleft()
-                push(r, r.step(env._now, True))
+                if not push(r, r.step(env._now, True)):
+                    yield from self._sleep(env._now, URGENT)  # its refill first (see _sleep)
             if heap:
                 end_s, seq, r = heap[0]
                 if r.decoder_seq != seq:
@@ -92,6 +96,7 @@ class Decoder:
                     end_s = r.step(end_s, False)
                     if end_s is None:
                         push(r, None)
+                        yield from self._sleep(env._now, URGENT)
                     else:  # ``_push``, inlined: once per segment
                         seq = next_seq()
                         r.decoder_seq = seq
@@ -101,13 +106,18 @@ class Decoder:
                 end_s = math.inf
             yield from self._sleep(end_s)
 
-    def _sleep(self, until_s: float):
-        """A process body: park until ``until_s`` (inf: until kicked), or until kicked."""
+    def _sleep(self, until_s: float, priority=NORMAL):
+        """A process body: park until ``until_s`` (inf: until kicked), or until kicked.
+
+        After handing a replica back, the decoder parks until now, urgently: the replica's
+        process (interrupted just before, so first in line) goes idle and refills before the
+        decoder touches any other replica, in the order the per-replica processes did it.
+        """
         env = self.env
         ev = env.event()
         if until_s != math.inf:
             ev._ok, ev._value = True, None  # a timeout at exactly ``until_s``
-            heappush(env._queue, (until_s, NORMAL, next(env._eid), ev))
+            heappush(env._queue, (until_s, priority, next(env._eid), ev))
         self._parked, self._sleep_until_s = True, until_s
         with contextlib.suppress(simpy.Interrupt):
             yield ev

@@ -26,6 +26,7 @@ class FakeReplica:
             with contextlib.suppress(simpy.Interrupt):
                 yield self.env.event()
             self.handed_back_s.append(self.env.now)
+            self.log.append((self.env.now, self.name + " idle", False))
             return
 
     def begin(self, now):
@@ -53,7 +54,8 @@ def test_segment_ends_interleave_with_other_events_in_time_order():
     env.run(until=5)
     times = [t for t, _, _ in log]
     assert times == sorted(times)
-    assert [n for _, n, _ in log] == ["other", "b", "a", "other", "a", "other", "b", "a"]
+    names = [n for _, n, _ in log if not n.endswith("idle")]
+    assert names == ["other", "b", "a", "other", "a", "other", "b", "a"]
     assert a.handed_back_s == [0.3 + 0.3 + 0.3] and b.handed_back_s == [0.75]
 
 
@@ -71,7 +73,8 @@ def test_a_woken_replica_is_replanned_at_once_and_its_old_end_never_fires():
     env.process(poke())
     env.run(until=5)
     # the wake re-plans at 0.4 (0.5 more); the end planned for 1.0 is stale and dropped
-    assert log == [(0.4, "poke", False), (0.4, "a", True), (0.9, "a", False)]
+    assert log == [(0.4, "poke", False), (0.4, "a", True), (0.9, "a", False),
+                   (0.9, "a idle", False)]  # fmt: skip
     assert a.handed_back_s == [0.9]
 
 
@@ -86,7 +89,7 @@ def test_an_idle_decoder_wakes_for_a_replica_that_starts_later():
 
     env.process(late())
     env.run(until=5)
-    assert log == [(2.5, "late", False)]
+    assert log == [(2.5, "late", False), (2.5, "late idle", False)]
 
 
 def test_a_tie_with_another_event_runs_after_it():
@@ -101,7 +104,26 @@ def test_a_tie_with_another_event_runs_after_it():
     env.process(other())
     FakeReplica(env, dec, "a", [0.5], log)
     env.run(until=5)
-    assert log == [(0.5, "other", False), (0.5, "a", False)]
+    assert log == [(0.5, "other", False), (0.5, "a", False), (0.5, "a idle", False)]
+
+
+def test_a_replica_gone_idle_refills_before_the_next_woken_one_is_replanned():
+    # The per-replica processes ran each interrupt's re-plan, refill included, in turn.
+    env = simpy.Environment()
+    dec = Decoder(env)
+    log: list = []
+    a = FakeReplica(env, dec, "a", [1.0], log)  # nothing after its first segment: idle
+    b = FakeReplica(env, dec, "b", [1.0, 0.2], log)
+
+    def poke():
+        yield env.timeout(0.5)
+        dec.wake(a)
+        dec.wake(b)
+
+    env.process(poke())
+    env.run(until=5)
+    assert log == [(0.5, "a", True), (0.5, "a idle", False), (0.5, "b", True),
+                   (0.7, "b", False), (0.7, "b idle", False)]  # fmt: skip
 
 
 def test_partial_pool_holds_exactly_the_started_unfinished_trajectories():
