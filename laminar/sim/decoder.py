@@ -35,6 +35,12 @@ class Decoder:
     """The decode-segment process of one cluster; ``start`` and ``wake`` are its entry points."""
 
     def __init__(self, env: simpy.Environment):
+        queue = getattr(env, "_queue", None)
+        if not (isinstance(queue, list) and hasattr(env, "_now") and hasattr(env, "_eid")):
+            raise RuntimeError(
+                f"laminar.sim.decoder reads SimPy 4's Environment internals (_now, _queue, _eid); "
+                f"SimPy {simpy.__version__} lays them out differently: pin simpy<5"
+            )
         self.env = env
         self._heap: list[tuple[float, int, object]] = []  # (segment end s, seq, replica)
         self._next_seq = itertools.count(1).__next__  # heap tie-break and liveness tag
