@@ -157,14 +157,16 @@ class _Mate:
 
 def test_an_idle_engine_occupies_its_cores_while_it_spins(tmp_path):
     """A replica that stops decoding still slows its core-mate for ``engine_spin_s`` (vLLM's
-    worker polls for its next step that long), unless it starts again before."""
+    worker polls for its next step that long), by the spinning cost (``alpha_spin``) rather
+    than the decoding one, unless it starts again before."""
     import simpy
 
     from laminar.sim.local import CoreSharing
 
     cost = tmp_path / "spin.json"
     data = json.loads(Path(cost_file(cost)).read_text())
-    data["runtime"].update(core_sharing_alpha=1.0, engine_spin_s=1.0)
+    data["runtime"].update(core_sharing_alpha=1.0, core_sharing_alpha_spin=0.25,
+                           engine_spin_s=1.0)
     cost.write_text(json.dumps(data))
     cfg = load_config(preset="tiny-cpu", overrides=[f"sim.cost_file={cost}",
                                                     'runtime.cpu_binds=["1"]'])  # fmt: skip
@@ -175,16 +177,17 @@ def test_an_idle_engine_occupies_its_cores_while_it_spins(tmp_path):
     share.busy_changed(cluster, b, True)
     assert share.slowdown(a) == 2.0
     share.busy_changed(cluster, b, False)
+    assert a.replans == 2  # b came (a re-planned), then b stopped decoding (again)
     cluster.env.run(until=0.9)
-    assert share.slowdown(a) == 2.0  # b still spins
+    assert share.slowdown(a) == 1.25  # b still spins: it costs less than decoding
     cluster.env.run(until=1.1)
-    assert share.slowdown(a) == 1.0 and a.replans == 2  # b left: a re-planned
+    assert share.slowdown(a) == 1.0 and a.replans == 3  # b left: a re-planned
     share.busy_changed(cluster, b, True)
     share.busy_changed(cluster, b, False)
     cluster.env.run(until=1.6)
     share.busy_changed(cluster, b, True)  # back before its spin ended: the leave is void
     cluster.env.run(until=3.0)
-    assert share.slowdown(a) == 2.0
+    assert share.slowdown(a) == 2.0  # decoding again
 
 
 def cold_job(tmp_path, *overrides: str, extra_s: float = 0.0, first_s: float = 0.0):
