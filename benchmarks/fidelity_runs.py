@@ -81,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--first-repeat", type=int, default=0,
                    help="number of the first repeat (to run repeats in separate sessions)")
     p.add_argument("--only", nargs="*", help="settings to run (default: all)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="config override applied to every setting (repeatable)")
     p.add_argument("--nice", type=int, default=0,
                    help="niceness increment for the run (and every process it starts); a "
                         "negative one (root only) measures the job with other users' work on "
@@ -92,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         except PermissionError:
             p.error(f"--nice {args.nice}: not permitted (a negative niceness needs root)")
     names = args.only or list(SETTINGS)
-    common = [f"workload.steps={args.steps}", "runtime.eval_prompts=0"]
+    common = [f"workload.steps={args.steps}", "runtime.eval_prompts=0", *args.sets]
     cfgs = {n: load_config(preset="tiny-cpu", overrides=[*common, *SETTINGS[n]]) for n in names}
     most = max(cfgs.values(), key=lambda c: c.runtime.rollouts)
     out = Path(args.out)
