@@ -245,7 +245,19 @@ def test_a_full_disk_is_an_output_error_and_leaves_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_signal_during_the_commit_waits_until_it_is_done():
+@pytest.fixture
+def default_signal_handlers():
+    """Python's own SIGTERM/SIGINT handlers for the test, whatever an earlier test installed
+    (``ray.init`` installs a SIGTERM handler of its own in its driver, and keeps it)."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    for s, handler in saved.items():
+        signal.signal(s, handler)
+
+
+def test_a_signal_during_the_commit_waits_until_it_is_done(default_signal_handlers):
     from laminar.staging import signal_guard
 
     done = []

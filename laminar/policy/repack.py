@@ -123,8 +123,14 @@ class Move:
 
 def is_candidate(r: ReplicaState) -> bool:
     """§5.2: KV use below capacity and falling (no waiting queue left), < B trajectories."""
-    falling = r.kv_used_tokens < min(r.kv_capacity_tokens, r.kv_used_prev_tokens)
+    falling = kv_falling(r.kv_used_tokens, r.kv_used_prev_tokens, r.kv_capacity_tokens)
     return falling and len(r.trajectories) < r.max_batch
+
+
+def kv_falling(kv_used_tokens: int, kv_used_prev_tokens: int, kv_capacity_tokens: int) -> bool:
+    """The KV half of :func:`is_candidate`: use below capacity and below the previous check's.
+    A caller holding fewer than B trajectories asks this before building a full snapshot."""
+    return kv_used_tokens < min(kv_capacity_tokens, kv_used_prev_tokens)
 
 
 @dataclass(slots=True)
@@ -139,10 +145,12 @@ class _Slot:
     listed: bool = True  # still in the destination list
 
     max_step_s: float = field(init=False)  # cached: checked for every source scanned
+    footprint_tokens: int = field(init=False)  # cached: the sort key, then the move's size
 
     def __post_init__(self) -> None:
         self.key = (-self.load_tokens, self.state.replica_id)
         self.max_step_s = self.state.max_step_s
+        self.footprint_tokens = self.state.footprint_tokens
 
     def fits(self, load_tokens: int, count: int) -> bool:
         """:meth:`ReplicaState.fits`, with the step limit computed once."""
@@ -174,10 +182,10 @@ def _plan_group(candidates: list[ReplicaState]) -> list[Move]:
         raise ValueError("replica ids must be unique within a repack check")
     dests = _Destinations(slots)
     moves: list[Move] = []
-    for src in sorted(slots, key=lambda s: (s.state.footprint_tokens, s.state.replica_id)):
+    for src in sorted(slots, key=lambda s: (s.footprint_tokens, s.state.replica_id)):
         if src.received:
             continue
-        fp = src.state.footprint_tokens
+        fp = src.footprint_tokens
         dst = dests.best_fit(src, fp, src.count)
         if dst is None:
             continue

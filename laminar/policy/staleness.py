@@ -65,6 +65,15 @@ class StalenessTracker:
         self.counts[s] += 1
         return s
 
+    def record_all(
+        self, consumer_version: int, versions: Iterable[int | Iterable[int]]
+    ) -> list[int]:
+        """Record many consumed trajectories (one item of ``versions`` each, as for
+        :meth:`record`); their staleness, in order."""
+        out = [staleness(consumer_version, v) for v in versions]
+        self.counts.update(out)
+        return out
+
     @property
     def n(self) -> int:
         """Trajectories recorded."""

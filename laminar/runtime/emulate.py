@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from laminar.runtime.nodes import SCRATCH_ROOT_ENV, SHM_ROOT_ENV
+from laminar.runtime.procfs import shm_files_of
 
 MACHINE_LABEL = "laminar.machine"
 _QUIET_ENV = {
@@ -265,10 +266,4 @@ def _process_tree(node: Any) -> list[Any]:
 
 def _mapped_shm_files(procs: list[Any]) -> set[str]:
     """The /dev/shm files these processes map (vLLM's queues, relay stores)."""
-    files: set[str] = set()
-    for proc in procs:
-        with contextlib.suppress(OSError):
-            for line in Path(f"/proc/{proc.pid}/maps").read_text().splitlines():
-                if "/dev/shm/" in line:
-                    files.add(line.split()[-1])
-    return files
+    return set().union(*(shm_files_of(proc.pid) for proc in procs))

@@ -14,12 +14,12 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from laminar.runtime.codec import make_codec, prompt_ids
 from laminar.runtime.engine import Engine
 from laminar.runtime.faults.watchdog import EngineWatchdog
+from laminar.runtime.procfs import shm_files_of
 from laminar.runtime.profiling import EngineStepRecorder
 from laminar.runtime.records import PromptGroup, Traj
 from laminar.runtime.stream import PartialStreamer
@@ -34,11 +34,7 @@ def engine_footprint() -> dict:
     pids, shm = [], set()
     for child in psutil.Process().children(recursive=True):
         pids.append((child.pid, child.create_time()))
-        try:
-            maps = Path(f"/proc/{child.pid}/maps").read_text().splitlines()
-        except OSError:
-            continue
-        shm.update(line.split()[-1] for line in maps if "/dev/shm/" in line)
+        shm |= shm_files_of(child.pid)
     return {"pids": pids, "shm": sorted(shm)}
 
 

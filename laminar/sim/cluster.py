@@ -1,7 +1,8 @@
 """One simulated cluster running one system: the components wired together (paper §3.1).
 
 ``Cluster`` owns the SimPy environment and one process per component: a replica per rollout
-replica, the trainer, the relay chain and the rollout manager; the pools are passive. It also
+replica (idle and refill), the decoder (every replica's decode segments), the trainer, the relay
+chain and the rollout manager; the pools are passive. It also
 keeps the raw records that ``laminar.sim.results`` turns into tables.
 """
 
@@ -15,6 +16,7 @@ import simpy
 from laminar.config import LaminarConfig
 from laminar.errors import ConfigError
 from laminar.sim.cost import CostModel
+from laminar.sim.decoder import Decoder
 from laminar.sim.faults import FaultInjector
 from laminar.sim.manager import RolloutManager
 from laminar.sim.pools import ExperienceBuffer, PartialResponsePool, PromptPool
@@ -87,7 +89,7 @@ class Cluster:
         self.prompts = PromptPool(workload, w.max_prompt_len, w.max_response_len)
         limit = round(cfg.sim.buffer_limit_batches * w.prompts_per_step * self._mean_group_size())
         self.buffer = ExperienceBuffer(self.env, limit)
-        self.partial = PartialResponsePool()
+        self.partial = PartialResponsePool(lambda: self.replicas)
         # (t_s, replica index, kv, kv at the segment's end, running, waiting, version)
         self.series: list[tuple] = []
         self.weight_waits: list[tuple[float, int, float]] = []  # (t_s, replica index, wait_s)
@@ -96,6 +98,10 @@ class Cluster:
         self.warmup_steps = warmup_steps(cfg)  # ``sim.warmup_steps``, ``auto`` resolved
         self.relay = RelayChain(self, list(self.split.rollout_machines))
         self.core_sharing = system.core_sharing(self)  # None: each replica has its own GPUs
+        # A pure function of the batch, asked once per decode segment: tabulated (same values).
+        self.decoder = Decoder(self.env)  # every replica's decode segments
+        batches = range(cfg.sim.max_batch + 1)
+        self.decode_fixed_by_batch_s = [cost.decode_fixed_s(b) for b in batches]
         self.replicas = [
             Replica(self, i, m, self.relay.position_of(m))
             for i, m in enumerate(self.split.replica_machines())

@@ -10,8 +10,8 @@ Each snapshot carries the replica's decode-step cost (from the cost model) and
 ``repack.max_step_slowdown``, so the policy keeps a destination's step within the bound (§8.4:
 repack does not lengthen generation).
 
-Replicas whose KV use is not falling cannot be candidates (``laminar.policy.repack.is_candidate``
-decides, on a snapshot without trajectories); only the others get a full snapshot, which keeps a
+Replicas whose KV use is not falling cannot be candidates (``laminar.policy.repack.kv_falling``,
+the KV half of ``is_candidate``, decides); only the others get a full snapshot, which keeps a
 check over a thousand replicas cheap (see ``_snapshots``).
 """
 
@@ -21,7 +21,7 @@ import math
 
 import simpy
 
-from laminar.policy.repack import ReplicaState, StepCost, is_candidate, plan_repack
+from laminar.policy.repack import ReplicaState, StepCost, kv_falling, plan_repack
 
 
 class RolloutManager:
@@ -50,27 +50,26 @@ class RolloutManager:
     def _snapshots(self) -> list[ReplicaState]:
         """Full snapshots of the replicas that can take part in a repack plan.
 
-        The policy's ``is_candidate``, asked on a snapshot without trajectories, rules out the
+        The policy's ``kv_falling`` (``is_candidate`` without the trajectories) rules out the
         replicas whose KV use is not falling; only the others get the per-trajectory snapshot.
         """
         snaps: list[ReplicaState] = []
         kv_prev = self.kv_prev
         now = self.env.now
+        step_cost, max_step_slowdown = self.step_cost, self.max_step_slowdown
         for r in self.cluster.replicas:
             kv = r.kv_at(now)
             rid = r.rid
             batch, prev = kv_prev.get(rid, (-1, 0))
-            if batch != r.batches:
+            batches = r.batches
+            if batch != batches:
                 prev = 0  # a fresh batch since the last look: its KV use is rising, not falling
-            kv_prev[rid] = (r.batches, kv)
+            kv_prev[rid] = (batches, kv)
             held = len(r.running) + len(r.waiting)
-            if not held:
-                continue
-            if held >= r.max_batch:
-                continue  # cheap test first: a full replica is never a candidate
-            state = ReplicaState(rid, r.version, r.capacity, kv, prev, r.max_batch)
-            if is_candidate(state):
-                snaps.append(r.snapshot(prev, self.step_cost, self.max_step_slowdown))
+            # cheap tests first: an empty replica is idle, a full one never a candidate;
+            # then is_candidate on a snapshot without trajectories, without building it
+            if 0 < held < r.max_batch and kv_falling(kv, prev, r.capacity):
+                snaps.append(r.snapshot(prev, step_cost, max_step_slowdown))
         return snaps
 
     def after_update(self) -> None:

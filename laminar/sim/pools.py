@@ -9,6 +9,7 @@ advantages are normalised over the group (§2.1).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -189,13 +190,15 @@ class ExperienceBuffer:
 
 
 class PartialResponsePool:
-    """Trajectories started but not finished, by id (§3.1, §7: kept for recovery and analysis)."""
+    """Trajectories started but not finished, by id (§3.1, §7: kept for recovery and analysis).
 
-    def __init__(self) -> None:
-        self.active: dict[int, Trajectory] = {}
+    Read on demand from the replicas that hold them (running or waiting), so nothing is
+    maintained per trajectory on the simulator's hot path.
+    """
 
-    def start(self, traj: Trajectory) -> None:
-        self.active[traj.tid] = traj
+    def __init__(self, replicas: Callable[[], list]) -> None:
+        self._replicas = replicas
 
-    def finish(self, traj: Trajectory) -> None:
-        del self.active[traj.tid]
+    @property
+    def active(self) -> dict[int, Trajectory]:
+        return {t.tid: t for r in self._replicas() for t in r.trajectories()}

@@ -6,9 +6,11 @@ watermark; admitted ones are prefilled together, then every running trajectory g
 per decode step. When the next step would overflow the cache, the most recently admitted
 trajectory is preempted (its KV dropped, its tokens kept) and re-prefilled when readmitted.
 
-Between two events the batch is constant, so the replica sleeps in one SimPy timeout until the
-next completion or overflow, computed in closed form (``laminar.sim.decode``). With
-``sim.decode: reference`` it wakes after every single step instead (tests only).
+Between two events the batch is constant, so the replica plans one segment up to the next
+completion or overflow, computed in closed form (``laminar.sim.decode``); the cluster's
+:class:`~laminar.sim.decoder.Decoder` runs every replica's segments in one process and calls
+:meth:`Replica.step` at each segment's end. With ``sim.decode: reference`` a segment is a single
+step instead (tests only). The replica's own SimPy process only idles and refills.
 
 Whoever changes a replica from outside (the rollout manager moving trajectories, a system
 interrupting rollouts at a weight update) first calls :meth:`sync` to bring its counters to the
@@ -17,20 +19,20 @@ present, changes it, then calls :meth:`wake` so it plans a new segment.
 
 from __future__ import annotations
 
-import math
+import contextlib
 from collections import deque
 from heapq import heappop, heappush
 
 import simpy
 
-from laminar.policy.repack import ReplicaState, StepCost, TrajectoryState
 from laminar.sim.decode import kv_integral, steps_within
 from laminar.sim.pools import Trajectory
+from laminar.sim.replica_outside import ReplicaOutside
 from laminar.sim.systems import System
 
 
-class Replica:
-    """One rollout replica (``cost.replica_gpus`` GPUs) and its SimPy process."""
+class Replica(ReplicaOutside):
+    """One rollout replica (``cost.replica_gpus`` GPUs) and its SimPy process (idle, refill)."""
 
     def __init__(self, cluster, index: int, machine: int, relay_pos: int):
         self.env: simpy.Environment = cluster.env
@@ -43,6 +45,8 @@ class Replica:
         self.cost = cost
         # Hot path (a lookup per segment): the cost model and core sharing are fixed per run.
         self._decode_fixed_s = cost.decode_fixed_s
+        # decode_fixed_s by batch size, computed once per run (admission keeps b <= max_batch)
+        self._fixed_by_batch_s = cluster.decode_fixed_by_batch_s
         self._per_kv_s = cost.decode_per_kv_token_s
         self._share = cluster.core_sharing  # None: this replica has its GPUs to itself
         self.capacity = cost.kv_capacity_tokens
@@ -71,25 +75,26 @@ class Replica:
         self.decoded_tokens = 0
         self.reprefill_tokens = 0
         self._series = cluster.series if cluster.cfg.sim.replica_series else None
+        # Laminar and most baselines wait until a replica is empty to refill it: skip the
+        # no-op call after every completion.
+        system = cluster.system
+        self._top_up = None if type(system).top_up is System.top_up else system.top_up
+        # Decoding alone, with no core sharing or series: ``begin`` inlines ``_plan``.
+        self._fast = self._share is None and self._series is None and not self.one_step
+        self.decoder = cluster.decoder
+        self.decoder_seq = -1  # its live entry in the decoder's heap (-1: none)
         self.process = self.env.process(self.run())
 
     # The process --------------------------------------------------------------------------
 
     def run(self):
+        """Idle periods and refills; the decode segments in between run in the cluster's
+        :class:`~laminar.sim.decoder.Decoder`, which hands the replica back once it is empty."""
         env = self.env
-        timeout = env.timeout
         cluster = self.cluster
         system = cluster.system
-        # Hot loop (one pass per decode segment): these containers are only ever mutated in
-        # place, so local names stay valid for the whole run.
-        running, waiting = self.running, self.waiting
-        capacity = self.capacity
-        # Laminar and most baselines wait until a replica is empty to refill it: skip the
-        # no-op call after every completion.
-        top_up = None if type(system).top_up is System.top_up else system.top_up
-        now = env.now  # the clock only moves at a yield: read it once after each
         while True:
-            if not running and not waiting:
+            if not self.running and not self.waiting:
                 self.idle_since = env.now
                 self._record(0)
                 self._busy(False)
@@ -98,34 +103,77 @@ class Replica:
                 self.idle_s += env.now - self.idle_since
                 self.idle_since = None
                 self._busy(True)
-                now = env.now
                 continue
-            # Most events are a completion with nobody waiting: skip the no-op calls.
-            prefill_s = self._admit() if waiting else 0.0
-            if self.kv + len(running) > capacity:
+            self.decoder.start(self)
+            with contextlib.suppress(simpy.Interrupt):
+                yield env.event()  # parked while the decoder runs its segments
+
+    def step(self, now: float, woken: bool) -> float | None:
+        """End the current segment at ``now`` (``woken``: cut short by :meth:`wake`) and plan
+        the next (:meth:`begin`); called by the decoder."""
+        if woken:
+            self._wake_pending = False
+        elif self.seg_done:  # brought forward by a ``sync`` without a wake
+            self._apply(self.seg_n)
+        elif self.seg_n > 0:
+            # ``_apply`` and ``kv_integral`` inlined: the same arithmetic, so the same bits
+            n, a, c, kv, b = self.seg_n, self.seg_a, self.seg_c, self.seg_kv0, self.seg_b
+            s1 = n * (n - 1) / 2
+            s2 = (n - 1) * n * (2 * n - 1) / 6
+            self.kv_token_s += a * kv * n + (a * b + c * kv) * s1 + c * b * s2
+            self.steps += n
+            kb = n * b
+            self.kv += kb
+            self.decoded_tokens += kb
+            self.seg_done = n
+        self.in_segment = False
+        if self._complete(now) and self.running and self._top_up is not None:
+            self._top_up(self.cluster, self)
+        return self.begin(now)
+
+    def begin(self, now: float) -> float | None:
+        """Admit, preempt and plan the next segment at ``now``; the moment it ends (None: the
+        replica is empty). Runs once per completion, the bulk of a run's events: with nobody
+        waiting and no core sharing or series, ``_plan`` is inlined (same arithmetic)."""
+        running = self.running
+        if not running and not self.waiting:
+            return None
+        kv, b = self.kv, len(running)
+        if self.waiting or not self._fast or kv + b > self.capacity:
+            prefill_s = self._admit() if self.waiting else 0.0
+            if self.kv + len(running) > self.capacity:
                 self._preempt_overflow()
-            n = self._plan(prefill_s, now)
-            self.in_segment = True
-            try:
-                yield timeout(self.seg_end - now)
-                self._apply(n)
-            except simpy.Interrupt:
-                self._wake_pending = False
-            self.in_segment = False
-            now = env.now
-            if self._complete(now) and running and top_up is not None:
-                top_up(cluster, self)
+            self._plan(prefill_s, now)
+        else:
+            heap = self.heap
+            top = heap[0]
+            while top[2].heap_seq != top[1]:
+                heappop(heap)  # stale: preempted or moved since it was pushed
+                top = heap[0]
+            n = top[0] - self.steps
+            room = (self.capacity - kv) // b
+            if room < n:
+                n = room
+            busy = self.busy_until
+            if busy < now:
+                busy = now
+            self.busy_until = self.seg_t0 = busy
+            per_kv_s = self._per_kv_s
+            self.seg_a = a = self._fixed_by_batch_s[b] + kv * per_kv_s
+            self.seg_c = c = b * per_kv_s
+            self.seg_n, self.seg_done, self.seg_b, self.seg_kv0 = n, 0, b, kv
+            self.seg_end = busy + (n * a + c * (n * (n - 1) / 2))
+        self.in_segment = True
+        return now + (self.seg_end - now)  # when a SimPy timeout of seg_end - now would fire
 
     def assign(self, trajs: list[Trajectory]) -> None:
         """Queue new trajectories, generated with this replica's current weights."""
         now, version, rid = self.env.now, self.version, self.rid
-        active = self.cluster.partial.active  # the partial-response pool (hot path: no calls)
         self.batches += 1
         for t in trajs:
             t.version = version
             t.replica = rid
             t.gen_start_s = now
-            active[t.tid] = t
         self.waiting.extend(trajs)
 
     def _busy(self, busy: bool) -> None:
@@ -142,26 +190,32 @@ class Replica:
 
     def _admit(self) -> float:
         """FIFO admission while B and the KV cache allow; returns the prefill seconds."""
-        running, waiting = self.running, self.waiting
+        running, waiting, heap = self.running, self.waiting, self.heap
+        # Counters kept in locals through the loop (one pass per admitted trajectory).
+        kv, seq, steps, held = self.kv, self._seq, self.steps, len(running)
+        max_batch, admit_cap = self.max_batch, self.admit_cap
         lengths = []
-        while waiting and len(running) < self.max_batch:
+        while waiting and held < max_batch:
             t = waiting[0]
-            need = t.prompt_len + t.generated
-            if self.kv + need + len(running) + 1 > self.admit_cap:
-                if not running:
+            gen = t.generated
+            need = t.prompt_len + gen
+            if kv + need + held + 1 > admit_cap:
+                if not held:
                     raise RuntimeError(f"{self.rid}: trajectory {t.tid} can never fit its KV")
                 break
             waiting.popleft()
-            if t.generated:
+            if gen:
                 self.reprefill_tokens += need
             running[t.tid] = t
-            t.admit_step = self.steps
-            t.gen_at_admit = t.generated
-            self._seq += 1
-            t.heap_seq = self._seq
-            heappush(self.heap, (self.steps + t.response_len - t.generated, self._seq, t))
-            self.kv += need
+            t.admit_step = steps
+            t.gen_at_admit = gen
+            seq += 1
+            t.heap_seq = seq
+            heappush(heap, (steps + t.response_len - gen, seq, t))
+            kv += need
+            held += 1
             lengths.append(need)
+        self.kv, self._seq = kv, seq
         return self.cost.prefill_s(lengths) if lengths else 0.0
 
     def _preempt_overflow(self) -> None:
@@ -247,14 +301,12 @@ class Replica:
             return 0
         running = self.running
         cluster = self.cluster
-        active = cluster.partial.active
         done = freed = 0
         while heap and heap[0][0] <= steps:
             _, seq, t = heappop(heap)
             if t.heap_seq != seq:
                 continue
             del running[t.tid]
-            del active[t.tid]
             done += 1
             r = t.response_len
             freed += t.prompt_len + r
@@ -269,109 +321,3 @@ class Replica:
                 cluster.system.deliver(cluster, g)
         self.kv -= freed
         return done
-
-    # Seen from outside ----------------------------------------------------------------------
-
-    def sync(self) -> None:
-        """Bring the step counter and KV to the present (whole steps only)."""
-        self._apply(self._steps_by(self.env.now))
-
-    def wake(self) -> None:
-        """Make the process re-plan after an outside change (no-op when it is not decoding)."""
-        if self.in_segment and not self._wake_pending:
-            self._wake_pending = True
-            self.process.interrupt()
-
-    def generated_now(self, t: Trajectory, steps: int) -> int:
-        """Tokens ``t`` has generated when the step counter reads ``steps``."""
-        if t.heap_seq == -1:
-            return t.generated
-        return t.gen_at_admit + steps - t.admit_step
-
-    def trajectories(self) -> list[Trajectory]:
-        """Unfinished trajectories held here: running (admission order), then waiting."""
-        return [*self.running.values(), *self.waiting]
-
-    def kv_now(self) -> int:
-        """KV tokens in use now, without changing any state."""
-        return self.kv_at(self.env.now)
-
-    def kv_at(self, now: float) -> int:
-        """KV tokens in use at ``now`` (the present, read once by the caller)."""
-        if not self.in_segment or now <= self.seg_t0:
-            return self.kv  # nothing decoded since the last applied step
-        return self.kv + (self._steps_by(now) - self.seg_done) * self.seg_b
-
-    def snapshot(
-        self,
-        kv_prev_tokens: int,
-        step_cost: StepCost | None = None,
-        max_step_slowdown: float = math.inf,
-    ) -> ReplicaState:
-        """What the rollout manager sees at a repack check (``laminar.policy.repack``), with
-        the step-cost model and the slowdown bound a destination honours (§8.4)."""
-        ahead = self._steps_by(self.env.now) - self.seg_done  # steps not yet applied
-        steps = self.steps + ahead
-        trajs = [
-            TrajectoryState(t.sid, t.prompt_len + t.gen_at_admit + steps - t.admit_step)
-            for t in self.running.values()
-        ]
-        trajs += [TrajectoryState(t.sid, t.prompt_len + t.generated) for t in self.waiting]
-        return ReplicaState(
-            self.rid,
-            self.version,
-            self.capacity,
-            self.kv + ahead * self.seg_b,
-            kv_prev_tokens,
-            self.max_batch,
-            tuple(trajs),
-            step_cost,
-            max_step_slowdown,
-        )
-
-    def detach_all(self) -> list[Trajectory]:
-        """Take every unfinished trajectory away (a repack source); call :meth:`wake` after."""
-        self.sync()
-        out = self.trajectories()
-        for t in out:
-            t.generated = self.generated_now(t, self.steps)
-            t.heap_seq = -1
-        self.running.clear()
-        self.waiting.clear()
-        self.heap.clear()
-        self.kv = 0
-        self.busy_until = min(self.busy_until, self.env.now)  # its prefill is abandoned
-        return out
-
-    def requeue_running(self) -> list[Trajectory]:
-        """Drop the KV of every running trajectory and queue it, first, for re-prefill (its
-        tokens are kept); returns them. For systems that interrupt in-flight trajectories at a
-        weight update (partial rollout); call :meth:`wake` after."""
-        self.sync()
-        out = list(self.running.values())
-        for t in out:
-            t.generated = self.generated_now(t, self.steps)
-            t.heap_seq = -1
-        self.running.clear()
-        self.heap.clear()
-        self.kv = 0
-        self.waiting.extendleft(reversed(out))
-        return out
-
-    def attach(self, trajs: list[Trajectory]) -> None:
-        """Receive moved trajectories (a repack destination); call :meth:`wake` after."""
-        self.sync()
-        for t in trajs:
-            t.moves += 1
-            t.replica = self.rid
-            self.waiting.append(t)
-
-    def stats_at(self) -> tuple[float, float, int]:
-        """(KV token-seconds, idle seconds, decoded tokens) up to now, without changing state."""
-        n = self._steps_by(self.env.now)
-        a, c, kv0, b = self.seg_a, self.seg_c, self.seg_kv0, self.seg_b
-        extra = kv_integral(n, a, c, kv0, b) - kv_integral(self.seg_done, a, c, kv0, b)
-        idle = self.idle_s
-        if self.idle_since is not None:
-            idle += self.env.now - self.idle_since
-        return self.kv_token_s + extra, idle, self.decoded_tokens + (n - self.seg_done) * b

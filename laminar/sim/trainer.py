@@ -61,14 +61,13 @@ class Trainer:
         """Mark every trajectory of ``groups`` consumed now; their lengths and staleness."""
         now, version = self.env.now, self.version
         lens: list[int] = []
-        stale: list[int] = []
-        record = self.staleness.record
+        versions: list = []
         for g in groups:
             for t in g.trajs:
                 if t.consumed_version != -1:
                     raise RuntimeError(f"trajectory {t.tid} consumed twice")
                 t.consumed_version = version
                 t.consumed_s = now
-                stale.append(record(version, t.versions or t.version))
+                versions.append(t.versions or t.version)
                 lens.append(t.prompt_len + t.response_len)
-        return lens, stale
+        return lens, self.staleness.record_all(version, versions)

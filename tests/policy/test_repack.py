@@ -14,6 +14,7 @@ from laminar.policy.repack import (
     StepCost,
     TrajectoryState,
     is_candidate,
+    kv_falling,
     plan_repack,
 )
 
@@ -78,6 +79,14 @@ def test_candidate_needs_falling_kv_and_room_in_batch():
     assert not is_candidate(rep("a", used=30, prev=20, lens=(30,)))  # rising: waiting queue
     assert not is_candidate(rep("a", cap=10, used=10, prev=20, lens=(10,)))  # at capacity
     assert not is_candidate(rep("a", batch=2, used=2, prev=9, lens=(1, 1)))  # B trajectories
+
+
+@given(st.integers(0, 50), st.integers(0, 50), st.integers(1, 50), st.integers(0, 4))
+def test_kv_falling_is_the_kv_half_of_is_candidate(used, prev, cap, n_trajs):
+    # The simulator's manager asks kv_falling on replicas holding fewer than B trajectories
+    # before it builds a full snapshot: the two must agree there.
+    r = rep("a", cap=cap, used=used, prev=prev, batch=5, lens=(1,) * n_trajs)
+    assert kv_falling(used, prev, cap) == is_candidate(r)
 
 
 def test_smallest_source_goes_to_the_fullest_destination_that_fits():

@@ -31,3 +31,12 @@ def test_bound():
     assert b.admits(4, 3) and not b.admits(4, [2, 4])
     assert b.may_generate(5, 4) and not b.may_generate(5, 3)
     assert StalenessBound(None).admits(100, 0)
+
+
+def test_record_all_matches_record_one_by_one():
+    gens = [4, [2, 4], 3, 4, [1]]
+    one, many = StalenessTracker(), StalenessTracker()
+    assert [one.record(4, g) for g in gens] == many.record_all(4, gens) == [0, 2, 1, 0, 3]
+    assert one.histogram() == many.histogram()
+    with pytest.raises(ValueError):
+        many.record_all(2, [1, 3])

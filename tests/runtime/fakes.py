@@ -2,10 +2,11 @@
 
 ``FakeEngine`` implements ``laminar.runtime.engine.Engine`` as a perfect solver of the repeat
 task: it reads the count from the prompt and writes the letter that many times, one token per
-``step_s``. A test may hold every sequence asked for more than ``hold_over`` tokens after its
-first one (until it is aborted or ``hold_over`` rises), to freeze KV use between two manager
-checks regardless of machine load. Its output depends only on the sequence it is given, so a trajectory resubmitted as
+``step_s``. Its output depends only on the sequence it is given, so a trajectory resubmitted as
 prompt + partial tokens continues exactly where it stopped — the property migration relies on.
+A test may hold every sequence asked for more than ``hold_over`` tokens after its first one
+(until it is aborted or ``hold_over`` rises), to freeze KV use between two manager checks
+whatever the machine's load.
 ``LocalHandle`` gives a plain object the ``handle.method.remote(...)`` shape of a Ray actor.
 """
 

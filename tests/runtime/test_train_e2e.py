@@ -67,13 +67,23 @@ def _small(tmp_path: Path, mode: str, steps: int, *extra: str) -> list[str]:
     ]
 
 
-def _leftovers(summary: dict, tmp_before: set[str], pids_before: set[int]):
+def _leftovers(summary: dict, tmp_before: set[str], pids_before: set[int], wait_s: float = 30):
     """What the run created and left behind: its directories, its engines' shared-memory files
     (recorded at start-up, the dead rollout's included), its engine and Ray processes.
 
     Other sessions share this machine and create such files and processes too: only what this
     run made is counted (its run id in a process's environment marks the process as ours).
+    Ray reaps its workers asynchronously: this waits up to ``wait_s`` for them to go.
     """
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = _leftovers_now(summary, tmp_before, pids_before)
+        if not any(found) or time.monotonic() > deadline:
+            return found
+        time.sleep(0.5)
+
+
+def _leftovers_now(summary: dict, tmp_before: set[str], pids_before: set[int]):
     run_id = summary["run_id"]
     shm = {f"laminar-{run_id}"} & set(os.listdir("/dev/shm"))
     shm |= {p for p in summary["engine_shm_files"] if os.path.exists(p)}

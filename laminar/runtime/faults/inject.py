@@ -18,6 +18,7 @@ import os
 from typing import Any
 
 from laminar.config.runtime_faults import FaultSpec
+from laminar.runtime.procfs import shm_files_of
 
 ENGINE_KILL_TIMEOUT_S = 10.0  # a rollout actor that does not answer by then: the fallback
 
@@ -128,17 +129,6 @@ def sweep_run_processes(run_id: str) -> list[int]:
         with contextlib.suppress(OSError):
             os.unlink(path)
     return killed
-
-
-def shm_files_of(pid: int) -> set[str]:
-    """The /dev/shm files process ``pid`` maps (not yet unlinked): what it leaves behind in
-    memory when it dies by SIGKILL, its exit handlers never run."""
-    try:
-        maps = open(f"/proc/{pid}/maps").read().splitlines()  # noqa: SIM115 - one read
-    except OSError:
-        return set()
-    paths = {line.split(maxsplit=5)[-1] for line in maps if " /dev/shm/" in line}
-    return {p for p in paths if p.startswith("/dev/shm/") and not p.endswith("(deleted)")}
 
 
 def kill_trainer(a: Any, target: str | None) -> dict:

@@ -1,0 +1,130 @@
+"""One SimPy process that runs every replica's decode segments, instead of a process each.
+
+A replica's decode segment ends at a time known when it is planned (``laminar.sim.replica``).
+With a SimPy timeout per segment and an interrupt per outside change (a repack move, a weight
+update), SimPy's own bookkeeping was a large share of a run: there is a segment per
+completion, ~200 K in the 1024-GPU headline. The decoder keeps every replica's segment end in a
+heap of its own and, while the earliest one comes before any other scheduled SimPy event, moves
+the clock to it and handles it at once; otherwise it sleeps in SimPy until that moment, so
+events from the rest of the cluster (trainer, relay, rollout manager, faults) still interleave
+in time order. ``Replica.wake`` queues the replica here; the decoder re-plans queued replicas
+before anything else, as SimPy ran the interrupts it replaces (urgent, in the order raised).
+A replica hands back to its own process only to go idle and refill.
+
+Ties (a segment ending at exactly the moment of another SimPy event) are handled after the
+other event; the per-process design ordered them by when each was scheduled.
+
+SimPy has no public call to move the clock to a given moment or to schedule an event at an
+exact time (``schedule`` adds a delay to ``now``, which rounds), so the decoder reads and sets
+``Environment._now`` and pushes onto ``Environment._queue`` (SimPy 4's layout).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+from collections import deque
+from heapq import heappop, heappush
+
+import simpy
+from simpy.events import NORMAL, URGENT
+
+
+class Decoder:
+    """The decode-segment process of one cluster; ``start`` and ``wake`` are its entry points."""
+
+    def __init__(self, env: simpy.Environment):
+        queue = getattr(env, "_queue", None)
+        if not (isinstance(queue, list) and hasattr(env, "_now") and hasattr(env, "_eid")):
+            raise RuntimeError(
+                f"laminar.sim.decoder reads SimPy 4's Environment internals (_now, _queue, _eid); "
+                f"SimPy {simpy.__version__} lays them out differently: pin simpy<5"
+            )
+        self.env = env
+        self._heap: list[tuple[float, int, object]] = []  # (segment end s, seq, replica)
+        self._next_seq = itertools.count(1).__next__  # heap tie-break and liveness tag
+        self._woken: deque = deque()  # replicas to re-plan now, in the order woken
+        self._parked = False  # sleeping in SimPy (it looks at its queues before it sleeps)
+        self._sleep_until_s = math.inf  # when parked: until when (inf: until kicked)
+        self._kicked = False  # an interrupt is on its way
+        self.process = env.process(self.run())
+
+    def start(self, replica) -> None:
+        """A replica with work (after a refill) plans its first segment; call from its process."""
+        end_s = replica.begin(self.env.now)
+        if end_s is not None:
+            self._push(replica, end_s)
+            if self._parked and end_s < self._sleep_until_s:
+                self._kick()
+
+    def wake(self, replica) -> None:
+        """Re-plan ``replica`` now (its segment was cut short from outside)."""
+        self._woken.append(replica)
+        if self._parked:
+            self._kick()
+
+    def _kick(self) -> None:
+        if not self._kicked:
+            self._kicked = True
+            self.process.interrupt()
+
+    def _push(self, replica, end_s: float | None) -> bool:
+        """Queue the replica's next segment end; False when it went idle instead (handed
+        back to its process, to refill)."""
+        if end_s is None:
+            replica.decoder_seq = -1
+            replica.process.interrupt()
+            return False
+        seq = self._next_seq()
+        replica.decoder_seq = seq
+        heappush(self._heap, (end_s, seq, replica))
+        return True
+
+    def run(self):
+        env = self.env
+        queue = env._queue  # SimPy's scheduled events: (time, priority, id, event)
+        heap, woken = self._heap, self._woken
+        push, next_seq = self._push, self._next_seq
+        while True:
+            while woken:
+                r = woken.popleft()
+                if not push(r, r.step(env._now, True)):
+                    yield from self._sleep(env._now, URGENT)  # its refill first (see _sleep)
+            if heap:
+                end_s, seq, r = heap[0]
+                if r.decoder_seq != seq:
+                    heappop(heap)  # stale: re-planned or gone idle since
+                    continue
+                if end_s <= env._now or not queue or end_s < queue[0][0]:
+                    heappop(heap)
+                    env._now = end_s  # nothing else is scheduled before it
+                    end_s = r.step(end_s, False)
+                    if end_s is None:
+                        push(r, None)
+                        yield from self._sleep(env._now, URGENT)
+                    else:  # ``_push``, inlined: once per segment
+                        seq = next_seq()
+                        r.decoder_seq = seq
+                        heappush(heap, (end_s, seq, r))
+                    continue
+            else:
+                end_s = math.inf
+            yield from self._sleep(end_s)
+
+    def _sleep(self, until_s: float, priority=NORMAL):
+        """A process body: park until ``until_s`` (inf: until kicked), or until kicked.
+
+        After handing a replica back, the decoder parks until now, urgently: the replica's
+        process (interrupted just before, so first in line) goes idle and refills before the
+        decoder touches any other replica, in the order the per-replica processes did it.
+        """
+        env = self.env
+        ev = env.event()
+        if until_s != math.inf:
+            ev._ok, ev._value = True, None  # a timeout at exactly ``until_s``
+            heappush(env._queue, (until_s, priority, next(env._eid), ev))
+        self._parked, self._sleep_until_s = True, until_s
+        with contextlib.suppress(simpy.Interrupt):
+            yield ev
+        self._parked = self._kicked = False
