@@ -120,20 +120,33 @@ def _covered(intervals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return st, en, np.concatenate([[0.0], np.cumsum(en - st)])
 
 
+def _weighted(intervals: np.ndarray, weights: np.ndarray) -> tuple:
+    """Like ``_covered`` for disjoint intervals that each carry a weight: (starts, ends,
+    cumulative weight x length before each) — ``_length_before`` then sums weight x time."""
+    if len(intervals) == 0:
+        return np.zeros(0), np.zeros(0), np.zeros(1)
+    order = np.argsort(intervals[:, 0])
+    st, en, w = intervals[order, 0], intervals[order, 1], weights[order]
+    en = np.maximum(np.minimum(en, np.append(st[1:], np.inf)), st)  # clip any overlap
+    return st, en, np.concatenate([[0.0], np.cumsum((en - st) * w)]), w
+
+
 def _length_before(x: np.ndarray, cover: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
     """Length of the covered intervals left of each ``x``."""
-    st, en, cum = cover
+    st, en, cum = cover[:3]
+    w = cover[3] if len(cover) > 3 else np.ones(len(st))
     if len(st) == 0:
         return np.zeros(len(x))
     i = np.searchsorted(st, x, side="right")  # intervals starting at or before x
     last = np.maximum(i - 1, 0)
-    inside = np.where(i > 0, np.clip(x - st[last], 0.0, en[last] - st[last]), 0.0)
+    inside = np.where(i > 0, np.clip(x - st[last], 0.0, en[last] - st[last]) * w[last], 0.0)
     return cum[last] * (i > 0) + inside
 
 
-def mate_load(run, spin_s: float = ENGINE_SPIN_S) -> tuple[np.ndarray, np.ndarray]:
+def mate_load(run, spin_s: float = ENGINE_SPIN_S) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For every engine-step row: (decoding, spinning) core-mates during the step, each the
-    share of the step a mate spent so (summed over mates on the same cores).
+    share of the step a mate spent so (summed over mates on the same cores), and the decoding
+    mates' batch: the same share weighted by the mate's sequences / ``runtime.max_batch``.
 
     A mate is *decoding* from the start of a step to the start of its next one while it still
     holds requests after the step (``running`` > 0: the engine loops straight into the next
@@ -150,7 +163,9 @@ def mate_load(run, spin_s: float = ENGINE_SPIN_S) -> tuple[np.ndarray, np.ndarra
     start = at - step
     held = eng["running"].to_numpy(float) if "running" in eng else np.zeros(len(eng))
     ids = eng["replica_id"].astype(str).to_numpy()
-    busy, spin = np.zeros(len(eng)), np.zeros(len(eng))
+    max_batch = run.machine.get("max_batch") or run.config.runtime.max_batch
+    seqs = eng["decode_seqs"].to_numpy(float) / max(float(max_batch), 1.0)
+    busy, spin, batch = np.zeros(len(eng)), np.zeros(len(eng)), np.zeros(len(eng))
     covers = {}
     for rid in np.unique(ids):
         rows = np.flatnonzero(ids == rid)
@@ -161,19 +176,22 @@ def mate_load(run, spin_s: float = ENGINE_SPIN_S) -> tuple[np.ndarray, np.ndarra
         dec = np.column_stack([s, np.where(loops, np.maximum(nxt, e), e)])
         idle = ~loops
         spn = np.column_stack([e[idle], np.minimum(e[idle] + spin_s, nxt[idle])])
-        covers[rid] = (_covered(dec), _covered(spn[spn[:, 1] > spn[:, 0]]))
+        covers[rid] = (_covered(dec), _covered(spn[spn[:, 1] > spn[:, 0]]),
+                       _weighted(dec, seqs[rows]))
     length = np.maximum(step, 1e-12)
     for rid in np.unique(ids):
         mine = ids == rid
-        for m, (dec, spn) in covers.items():
+        for m, (dec, spn, weighted) in covers.items():
             if m == rid or group.get(m) != group.get(rid):
                 continue
             a, b = start[mine], at[mine]
             d = (_length_before(b, dec) - _length_before(a, dec)) / length[mine]
             sp = (_length_before(b, spn) - _length_before(a, spn)) / length[mine]
             busy[mine] += np.clip(d, 0.0, 1.0)
+            wb = (_length_before(b, weighted) - _length_before(a, weighted)) / length[mine]
+            batch[mine] += np.clip(wb, 0.0, 1.0)
             spin[mine] += np.clip(np.minimum(sp, 1.0 - np.clip(d, 0.0, 1.0)), 0.0, 1.0)
-    return busy, spin
+    return busy, spin, batch
 
 
 def fit_engine(runs: list[RunData]) -> Fit:
@@ -182,7 +200,7 @@ def fit_engine(runs: list[RunData]) -> Fit:
     for run in runs:
         df = run.engine[["step_s", "decode_seqs", "kv_tokens", "prefill_tokens"]].copy()
         df["share"] = sharing(run)
-        df["busy"], df["spin"] = mate_load(run)
+        df["busy"], df["spin"], df["batch"] = mate_load(run)
         df["mode"] = str(run.machine["mode"])
         frames.append(df)
     df = pd.concat(frames, ignore_index=True)
@@ -195,6 +213,7 @@ def fit_engine(runs: list[RunData]) -> Fit:
     others = separable_modes(df, [m for m in modes if m != ref])
     y = df["step_s"].to_numpy(float)
     busy, spin = df["busy"].to_numpy(float), df["spin"].to_numpy(float)
+    batch = df["batch"].to_numpy(float)
     which = [(df["mode"] == m).to_numpy() for m in others]
     x = np.column_stack(
         [np.ones(len(df)), df["decode_seqs"], df["kv_tokens"], df["prefill_tokens"]]
@@ -207,28 +226,31 @@ def fit_engine(runs: list[RunData]) -> Fit:
         # In step seconds: mode factor x (1 + alpha decoding mates + alpha_spin spinning
         # mates) x the solo cost, so each step weighs what it cost the run.
         factor = np.ones(len(y))
-        for f, rows in zip(p[n + 2 :], which, strict=True):
+        for f, rows in zip(p[n + 3 :], which, strict=True):
             factor[rows] = f
-        return factor * (1.0 + p[n] * busy + p[n + 1] * spin) * (z @ p[:n]) - y
+        mates = p[n] * busy + p[n + 1] * spin + p[n + 2] * batch
+        return factor * (1.0 + mates) * (z @ p[:n]) - y
 
-    start = [*np.full(n, float(np.median(y)) / n), 1.0, 1.0, *[1.0] * len(others)]
-    upper = [*[np.inf] * n, 4.0, 4.0, *[10.0] * len(others)]
+    start = [*np.full(n, float(np.median(y)) / n), 1.0, 1.0, 0.0, *[1.0] * len(others)]
+    upper = [*[np.inf] * n, 4.0, 4.0, 8.0, *[10.0] * len(others)]
     res = least_squares(resid, start, bounds=(0.0, upper))
     coef = res.x[:n] / scale
-    alpha, alpha_spin = float(res.x[n]), float(res.x[n + 1])
+    alpha, alpha_spin, alpha_batch = float(res.x[n]), float(res.x[n + 1]), float(res.x[n + 2])
     if not spin.any():  # no step ever saw a spinning mate: spin costs what sharing does
         alpha_spin = alpha
     r2, med, p90 = quality(y, resid(res.x) + y)
     values = dict(zip(DECODE_TERMS, coef.tolist(), strict=True))
     values["core_sharing_alpha"] = alpha
     values["core_sharing_alpha_spin"] = alpha_spin
+    values["core_sharing_alpha_batch"] = alpha_batch
     values["engine_spin_s"] = ENGINE_SPIN_S
     factors = {m: 1.0 for m in modes}  # a mode not separable from sharing keeps 1
-    factors.update({m: float(f) for m, f in zip(others, res.x[n + 2 :], strict=True)})
+    factors.update({m: float(f) for m, f in zip(others, res.x[n + 3 :], strict=True)})
     values["mode_factors"] = factors
     shown = ", ".join(f"{m} x{f:.2f}" for m, f in factors.items())
-    note = (f"a step costs 1 + {alpha:.2f} x decoding core-mates + {alpha_spin:.2f} x "
-            f"spinning ones (mean {busy.mean():.2f}, {spin.mean():.2f}) times alone; "
+    note = (f"a step costs 1 + ({alpha:.2f} + {alpha_batch:.2f} x batch / B) x decoding "
+            f"core-mates + {alpha_spin:.2f} x spinning ones (mean {busy.mean():.2f}, "
+            f"{spin.mean():.2f}) times alone; "
             f"per mode: {shown}")  # fmt: skip
     return Fit("engine step", values, len(df), r2, med, p90, note)
 

@@ -144,6 +144,11 @@ class CoreSharing:
         extras = cost_extras(cfg) or {}
         self.alpha = float(extras.get("core_sharing_alpha", 1.0))
         self.alpha_spin = float(extras.get("core_sharing_alpha_spin", self.alpha))
+        # A decoding mate's cost grows with its batch (its CPU demand): + alpha_batch x its
+        # sequences / B.
+        self.alpha_batch = float(extras.get("core_sharing_alpha_batch", 0.0))
+        self.max_batch = max(1, rt.max_batch)
+        self._replicas: dict[int, object] = {}
         self.spin_s = float(extras.get("engine_spin_s", 0.0))
         # A factor per runtime mode where calibration could tell one apart (1 otherwise).
         self.mode_factor = float(extras.get("engine_factor_by_mode", {}).get(rt.mode, 1.0))
@@ -158,14 +163,19 @@ class CoreSharing:
         """How many times slower than alone ``replica`` runs now (>= 1)."""
         mine = self.group[replica.index]
         mates = [i for i in self.busy if i != replica.index and self.group[i] == mine]
-        decoding = sum(1 for i in mates if i in self.decoding)
-        spinning = len(mates) - decoding
-        return self.mode_factor * (1.0 + self.alpha * decoding + self.alpha_spin * spinning)
+        decoding = [i for i in mates if i in self.decoding]
+        load = self.alpha_spin * (len(mates) - len(decoding))
+        for i in decoding:
+            mate = self._replicas.get(i)
+            batch = len(mate.running) if mate is not None else self.max_batch
+            load += self.alpha + self.alpha_batch * min(1.0, batch / self.max_batch)
+        return self.mode_factor * (1.0 + load)
 
     def busy_changed(self, cluster, replica, busy: bool) -> None:
         """``replica`` started or stopped decoding: it leaves its cores ``spin_s`` later
         unless it starts again before."""
         i = replica.index
+        self._replicas[i] = replica
         was_decoding = i in self.decoding
         (self.decoding.add if busy else self.decoding.discard)(i)
         if busy or self.spin_s <= 0:

@@ -119,15 +119,19 @@ def test_a_core_mate_decodes_while_it_holds_requests_and_spins_after():
         "at_s": [0.1, 0.3, 0.2, 0.35, 0.3 + 0.5 * spin, 0.3 + 2 * spin],
         "step_s": [0.1, 0.1, 0.1, 0.1, 0.1, 0.1],
         "running": [5, 0, 3, 3, 3, 0],
+        "decode_seqs": [5, 5, 3, 3, 3, 3],
     })  # fmt: skip
-    run = SimpleNamespace(engine=eng, machine={"rollout_cpus": [[1], [1]]})
-    busy, spin_share = mate_load(run)
+    run = SimpleNamespace(engine=eng, machine={"rollout_cpus": [[1], [1]], "max_batch": 10})
+    busy, spin_share, batch = mate_load(run)
     assert busy[2:].tolist() == pytest.approx([1.0, 0.5, 0.0, 0.0])
     assert spin_share[2:].tolist() == pytest.approx([0.0, 0.5, 1.0, 0.0])
     # r0 starts at 0.1 and holds requests from then on: it decodes through r1's second step.
     assert busy[:2].tolist() == pytest.approx([0.0, 1.0])
-    apart = SimpleNamespace(engine=eng, machine={"rollout_cpus": [[0], [1]]})
-    assert [x.tolist() for x in mate_load(apart)] == [[0.0] * 6, [0.0] * 6]
+    # The decoding share weighted by the mate's batch / B: r1 decodes 5 of 10 sequences during
+    # the whole of r0's first step, then during half of its second.
+    assert batch[2:].tolist() == pytest.approx([0.5, 0.25, 0.0, 0.0])
+    apart = SimpleNamespace(engine=eng, machine={"rollout_cpus": [[0], [1]], "max_batch": 10})
+    assert [x.tolist() for x in mate_load(apart)] == [[0.0] * 6] * 3
 
 
 def _fails(capsys, args: list[str], *names: str) -> str:

@@ -143,10 +143,12 @@ def test_a_task_without_known_lengths_asks_for_a_trace(tmp_path):
 
 
 class _Mate:
-    """A replica as ``CoreSharing`` sees it: an index, and re-planning it can be asked to do."""
+    """A replica as ``CoreSharing`` sees it: an index, its running trajectories, and
+    re-planning it can be asked to do."""
 
     def __init__(self, index: int):
         self.index, self.replans = index, 0
+        self.running: list = []
 
     def sync(self) -> None:
         pass
@@ -188,6 +190,34 @@ def test_an_idle_engine_occupies_its_cores_while_it_spins(tmp_path):
     share.busy_changed(cluster, b, True)  # back before its spin ended: the leave is void
     cluster.env.run(until=3.0)
     assert share.slowdown(a) == 2.0  # decoding again
+
+
+def test_a_decoding_mate_costs_more_the_larger_its_batch(tmp_path):
+    """``core_sharing_alpha_batch``: a decoding core-mate adds alpha + alpha_batch x its
+    running sequences / B (its CPU demand grows with its batch)."""
+    import simpy
+
+    from laminar.sim.local import CoreSharing
+
+    cost = tmp_path / "batch.json"
+    data = json.loads(Path(cost_file(cost)).read_text())
+    data["runtime"].update(core_sharing_alpha=0.5, core_sharing_alpha_batch=2.0,
+                           core_sharing_alpha_spin=0.25, engine_spin_s=1.0)
+    cost.write_text(json.dumps(data))
+    cfg = load_config(preset="tiny-cpu", overrides=[f"sim.cost_file={cost}",
+                                                    'runtime.cpu_binds=["1"]',
+                                                    "runtime.max_batch=64"])  # fmt: skip
+    share = CoreSharing(cfg)
+    a, b = _Mate(0), _Mate(1)
+    cluster = type("Cluster", (), {"env": simpy.Environment(), "replicas": [a, b]})()
+    share.busy_changed(cluster, a, True)
+    share.busy_changed(cluster, b, True)
+    b.running = [object()] * 16
+    assert share.slowdown(a) == pytest.approx(1.0 + 0.5 + 2.0 * 16 / 64)
+    b.running = [object()] * 64
+    assert share.slowdown(a) == pytest.approx(1.0 + 0.5 + 2.0)
+    share.busy_changed(cluster, b, False)  # spinning: its batch no longer counts
+    assert share.slowdown(a) == pytest.approx(1.25)
 
 
 def cold_job(tmp_path, *overrides: str, extra_s: float = 0.0, first_s: float = 0.0):
