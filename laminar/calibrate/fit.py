@@ -2,11 +2,13 @@
 
 Terms, each fitted by ``scipy.optimize.least_squares`` with coefficients >= 0:
 
-- **engine step**: an engine step's wall seconds are 1 + alpha x D + alpha_spin x S times
-  (D, S: core-mates decoding, spinning during the step, each counted by the share of the step
-  it spent so, ``mate_load``; a mate decodes while it holds requests and spins for
-  ``ENGINE_SPIN_S`` after it empties: vLLM's worker polls for work that long; the simulator's
-  ``CoreSharing``; alpha = 1 would be perfect processor sharing), times a factor per runtime
+- **engine step**: an engine step's wall seconds are 1 + alpha x D + alpha_batch x W +
+  alpha_spin x S times (D, S: core-mates decoding, spinning during the step, each counted by
+  the share of the step it spent so; W: D weighted by the mate's sequences / max_batch, as a
+  mate's CPU demand grows with its batch; ``mate_load``; a mate decodes while it holds
+  requests and spins for ``ENGINE_SPIN_S`` after it empties: vLLM's worker polls for work
+  that long; the simulator's ``CoreSharing``; alpha = 1 would be perfect processor sharing),
+  times a factor per runtime
   mode where the steps can tell one apart from sharing (``separable_modes``; 1 for sync)
   times ``decode_base_s + decode_per_seq_s x sequences decoded + decode_per_kv_token_s x KV
   tokens + prefill_per_token_s x prompt tokens prefilled in the step``. vLLM prefills inside a
