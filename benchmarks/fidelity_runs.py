@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from contextlib import ExitStack
@@ -66,6 +67,8 @@ def run_one(cfg, dirs, stack: ExitStack, engines: dict | None, job: str, out: Pa
     result.update(eval_first=nan, eval_last=nan)
     with staged_dir(out) as stage:
         summary = write_run_dir(cfg, result, stage)
+        # How the harness ran the job (the niceness its processes inherited: --nice).
+        (stage / "harness.json").write_text(json.dumps({"niceness": os.nice(0)}) + "\n")
     driver.end_job(a)
     return {"engines": a.rollouts, "summary": summary}
 
@@ -78,9 +81,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--first-repeat", type=int, default=0,
                    help="number of the first repeat (to run repeats in separate sessions)")
     p.add_argument("--only", nargs="*", help="settings to run (default: all)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="config override applied to every setting (repeatable)")
+    p.add_argument("--nice", type=int, default=0,
+                   help="niceness increment for the run (and every process it starts); a "
+                        "negative one (root only) measures the job with other users' work on "
+                        "the machine yielding to it")
     args = p.parse_args(argv)
+    if args.nice:
+        try:
+            os.nice(args.nice)
+        except PermissionError:
+            p.error(f"--nice {args.nice}: not permitted (a negative niceness needs root)")
     names = args.only or list(SETTINGS)
-    common = [f"workload.steps={args.steps}", "runtime.eval_prompts=0"]
+    common = [f"workload.steps={args.steps}", "runtime.eval_prompts=0", *args.sets]
     cfgs = {n: load_config(preset="tiny-cpu", overrides=[*common, *SETTINGS[n]]) for n in names}
     most = max(cfgs.values(), key=lambda c: c.runtime.rollouts)
     out = Path(args.out)

@@ -119,6 +119,8 @@ def _cost_content(runs: list[RunData], engine: Fit, trainers: list[Fit], transfe
         },
         "refill_latency_s": refill.values["refill_latency_s"],
         "core_sharing_alpha": engine.values["core_sharing_alpha"],
+        "core_sharing_alpha_spin": engine.values["core_sharing_alpha_spin"],
+        "core_sharing_alpha_batch": engine.values["core_sharing_alpha_batch"],
         "engine_spin_s": engine.values["engine_spin_s"],
         "engine_factor_by_mode": engine.values["mode_factors"],
         "runs": [str(r.path) for r in runs],

@@ -2,13 +2,16 @@
 
 Terms, each fitted by ``scipy.optimize.least_squares`` with coefficients >= 0:
 
-- **engine step**: an engine step's wall seconds are 1 + alpha (k - 1) times (k: replicas
-  on its cores that were stepping then or had stepped less than ``ENGINE_SPIN_S`` before,
-  the simulator's ``CoreSharing``: vLLM's worker polls for work that long after a step;
-  alpha = 1 would be perfect processor sharing), times a factor per runtime mode where the
-  steps can tell one apart from sharing (``separable_modes``; 1 for sync) times ``decode_base_s +
-  decode_per_seq_s x sequences decoded + decode_per_kv_token_s x KV tokens
-  + prefill_per_token_s x prompt tokens prefilled in the step``. vLLM prefills inside a
+- **engine step**: an engine step's wall seconds are 1 + alpha x D + alpha_batch x W +
+  alpha_spin x S times (D, S: core-mates decoding, spinning during the step, each counted by
+  the share of the step it spent so; W: D weighted by the mate's sequences / max_batch, as a
+  mate's CPU demand grows with its batch; ``mate_load``; a mate decodes while it holds
+  requests and spins for ``ENGINE_SPIN_S`` after it empties: vLLM's worker polls for work
+  that long; the simulator's ``CoreSharing``; alpha = 1 would be perfect processor sharing),
+  times a factor per runtime
+  mode where the steps can tell one apart from sharing (``separable_modes``; 1 for sync)
+  times ``decode_base_s + decode_per_seq_s x sequences decoded + decode_per_kv_token_s x KV
+  tokens + prefill_per_token_s x prompt tokens prefilled in the step``. vLLM prefills inside a
   decode step, so prefill has no base of its own (``prefill_base_s`` = 0) and prompts this
   short cannot separate a squared term (``prefill_per_token_sq_s`` = 0). Plain least squares,
   not a robust loss: steps that another process interrupted are part of what a run costs
@@ -103,12 +106,103 @@ def sharing(run: RunData, spin_s: float = ENGINE_SPIN_S) -> np.ndarray:
     return k
 
 
+def _covered(intervals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, ends, cumulative length before each) of sorted, disjoint [start, end] rows."""
+    if len(intervals) == 0:
+        return np.zeros(0), np.zeros(0), np.zeros(1)
+    iv = intervals[np.argsort(intervals[:, 0])]
+    starts, ends = [iv[0, 0]], [iv[0, 1]]
+    for a, b in iv[1:]:
+        if a <= ends[-1]:
+            ends[-1] = max(ends[-1], b)
+        else:
+            starts.append(a)
+            ends.append(b)
+    st, en = np.asarray(starts), np.asarray(ends)
+    return st, en, np.concatenate([[0.0], np.cumsum(en - st)])
+
+
+def _weighted(intervals: np.ndarray, weights: np.ndarray) -> tuple:
+    """Like ``_covered`` for disjoint intervals that each carry a weight: (starts, ends,
+    cumulative weight x length before each) — ``_length_before`` then sums weight x time."""
+    if len(intervals) == 0:
+        return np.zeros(0), np.zeros(0), np.zeros(1)
+    order = np.argsort(intervals[:, 0])
+    st, en, w = intervals[order, 0], intervals[order, 1], weights[order]
+    en = np.maximum(np.minimum(en, np.append(st[1:], np.inf)), st)  # clip any overlap
+    return st, en, np.concatenate([[0.0], np.cumsum((en - st) * w)]), w
+
+
+def _length_before(x: np.ndarray, cover: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
+    """Length of the covered intervals left of each ``x``."""
+    st, en, cum = cover[:3]
+    w = cover[3] if len(cover) > 3 else np.ones(len(st))
+    if len(st) == 0:
+        return np.zeros(len(x))
+    i = np.searchsorted(st, x, side="right")  # intervals starting at or before x
+    last = np.maximum(i - 1, 0)
+    inside = np.where(i > 0, np.clip(x - st[last], 0.0, en[last] - st[last]) * w[last], 0.0)
+    return cum[last] * (i > 0) + inside
+
+
+def mate_load(run, spin_s: float = ENGINE_SPIN_S) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For every engine-step row: (decoding, spinning) core-mates during the step, each the
+    share of the step a mate spent so (summed over mates on the same cores), and the decoding
+    mates' batch: the same share weighted by the mate's sequences / ``runtime.max_batch``.
+
+    A mate is *decoding* from the start of a step to the start of its next one while it still
+    holds requests after the step (``running`` > 0: the engine loops straight into the next
+    step; the simulator's busy replica), and *spinning* for ``spin_s`` after a step that left
+    it empty (vLLM's worker polls for work that long: ``ENGINE_SPIN_S``). A decoding mate takes
+    a share of the cores for its own steps; a spinning one mostly yields them, so the two cost
+    a step differently (``fit_engine``). Without a ``running`` column every gap counts as spin.
+    """
+    eng = run.engine
+    cpus = run.machine["rollout_cpus"]
+    group = {f"r{i}": tuple(c) or (f"r{i}",) for i, c in enumerate(cpus)}
+    at = eng["at_s"].to_numpy(float)
+    step = eng["step_s"].to_numpy(float)
+    start = at - step
+    held = eng["running"].to_numpy(float) if "running" in eng else np.zeros(len(eng))
+    ids = eng["replica_id"].astype(str).to_numpy()
+    max_batch = run.machine.get("max_batch") or run.config.runtime.max_batch
+    seqs = eng["decode_seqs"].to_numpy(float) / max(float(max_batch), 1.0)
+    busy, spin, batch = np.zeros(len(eng)), np.zeros(len(eng)), np.zeros(len(eng))
+    covers = {}
+    for rid in np.unique(ids):
+        rows = np.flatnonzero(ids == rid)
+        rows = rows[np.argsort(at[rows])]
+        s, e, h = start[rows], at[rows], held[rows]
+        nxt = np.append(s[1:], np.inf)
+        loops = h > 0  # straight into the next step
+        dec = np.column_stack([s, np.where(loops, np.maximum(nxt, e), e)])
+        idle = ~loops
+        spn = np.column_stack([e[idle], np.minimum(e[idle] + spin_s, nxt[idle])])
+        covers[rid] = (_covered(dec), _covered(spn[spn[:, 1] > spn[:, 0]]),
+                       _weighted(dec, seqs[rows]))
+    length = np.maximum(step, 1e-12)
+    for rid in np.unique(ids):
+        mine = ids == rid
+        for m, (dec, spn, weighted) in covers.items():
+            if m == rid or group.get(m) != group.get(rid):
+                continue
+            a, b = start[mine], at[mine]
+            d = (_length_before(b, dec) - _length_before(a, dec)) / length[mine]
+            sp = (_length_before(b, spn) - _length_before(a, spn)) / length[mine]
+            busy[mine] += np.clip(d, 0.0, 1.0)
+            wb = (_length_before(b, weighted) - _length_before(a, weighted)) / length[mine]
+            batch[mine] += np.clip(wb, 0.0, 1.0)
+            spin[mine] += np.clip(np.minimum(sp, 1.0 - np.clip(d, 0.0, 1.0)), 0.0, 1.0)
+    return busy, spin, batch
+
+
 def fit_engine(runs: list[RunData]) -> Fit:
     """The engine-step term over every run's sampled steps (module docstring)."""
     frames = []
     for run in runs:
         df = run.engine[["step_s", "decode_seqs", "kv_tokens", "prefill_tokens"]].copy()
         df["share"] = sharing(run)
+        df["busy"], df["spin"], df["batch"] = mate_load(run)
         df["mode"] = str(run.machine["mode"])
         frames.append(df)
     df = pd.concat(frames, ignore_index=True)
@@ -120,7 +214,8 @@ def fit_engine(runs: list[RunData]) -> Fit:
     ref = "sync" if "sync" in modes else modes[0]  # the mode whose factor is 1
     others = separable_modes(df, [m for m in modes if m != ref])
     y = df["step_s"].to_numpy(float)
-    k = df["share"].to_numpy(float)
+    busy, spin = df["busy"].to_numpy(float), df["spin"].to_numpy(float)
+    batch = df["batch"].to_numpy(float)
     which = [(df["mode"] == m).to_numpy() for m in others]
     x = np.column_stack(
         [np.ones(len(df)), df["decode_seqs"], df["kv_tokens"], df["prefill_tokens"]]
@@ -130,28 +225,35 @@ def fit_engine(runs: list[RunData]) -> Fit:
     n = x.shape[1]
 
     def resid(p: np.ndarray) -> np.ndarray:
-        # In step seconds: mode factor x (1 + alpha (k - 1)) x the solo cost, so each step
-        # weighs what it cost the run.
+        # In step seconds: mode factor x (1 + alpha decoding mates + alpha_spin spinning
+        # mates) x the solo cost, so each step weighs what it cost the run.
         factor = np.ones(len(y))
-        for f, rows in zip(p[n + 1 :], which, strict=True):
+        for f, rows in zip(p[n + 3 :], which, strict=True):
             factor[rows] = f
-        return factor * (1.0 + p[n] * (k - 1.0)) * (z @ p[:n]) - y
+        mates = p[n] * busy + p[n + 1] * spin + p[n + 2] * batch
+        return factor * (1.0 + mates) * (z @ p[:n]) - y
 
-    start = [*np.full(n, float(np.median(y)) / n), 1.0, *[1.0] * len(others)]
-    upper = [*[np.inf] * n, 4.0, *[10.0] * len(others)]
+    start = [*np.full(n, float(np.median(y)) / n), 1.0, 1.0, 0.0, *[1.0] * len(others)]
+    upper = [*[np.inf] * n, 4.0, 4.0, 8.0, *[10.0] * len(others)]
     res = least_squares(resid, start, bounds=(0.0, upper))
     coef = res.x[:n] / scale
-    alpha = float(res.x[n])
+    alpha, alpha_spin, alpha_batch = float(res.x[n]), float(res.x[n + 1]), float(res.x[n + 2])
+    if not spin.any():  # no step ever saw a spinning mate: spin costs what sharing does
+        alpha_spin = alpha
     r2, med, p90 = quality(y, resid(res.x) + y)
     values = dict(zip(DECODE_TERMS, coef.tolist(), strict=True))
     values["core_sharing_alpha"] = alpha
+    values["core_sharing_alpha_spin"] = alpha_spin
+    values["core_sharing_alpha_batch"] = alpha_batch
     values["engine_spin_s"] = ENGINE_SPIN_S
     factors = {m: 1.0 for m in modes}  # a mode not separable from sharing keeps 1
-    factors.update({m: float(f) for m, f in zip(others, res.x[n + 1 :], strict=True)})
+    factors.update({m: float(f) for m, f in zip(others, res.x[n + 3 :], strict=True)})
     values["mode_factors"] = factors
     shown = ", ".join(f"{m} x{f:.2f}" for m, f in factors.items())
-    note = (f"k replicas busy or spinning on one core set (mean {k.mean():.2f}) cost 1 + "
-            f"{alpha:.2f} (k - 1) times a step alone; per mode: {shown}")  # fmt: skip
+    note = (f"a step costs 1 + ({alpha:.2f} + {alpha_batch:.2f} x batch / B) x decoding "
+            f"core-mates + {alpha_spin:.2f} x spinning ones (mean {busy.mean():.2f}, "
+            f"{spin.mean():.2f}) times alone; "
+            f"per mode: {shown}")  # fmt: skip
     return Fit("engine step", values, len(df), r2, med, p90, note)
 
 

@@ -6,9 +6,10 @@ measured on the machine the runs came from (``laminar/calibrate``):
 
 - ``runtime.rollouts`` engines -> that many replicas of one "GPU" each;
 - their cores (``laminar.policy.placement``, the runtime's own placement) -> replicas on the
-  same cores share them: with k replicas on a core set busy (or idle less than the cost
-  file's ``engine_spin_s``: vLLM's worker polls for work that long), each decodes and prefills
-  1 + alpha (k - 1) times slower (alpha calibrated; 1 is processor sharing; :class:`CoreSharing`),
+  same cores share them: each decodes and prefills 1 + alpha x (core-mates decoding) +
+  alpha_spin x (core-mates idle less than the cost file's ``engine_spin_s``: vLLM's worker
+  polls for work that long) times slower (both calibrated; 1 is processor sharing;
+  :class:`CoreSharing`),
   times the cost file's factor for the runtime mode where calibration separated one;
 - the trainer on its cores -> the trainer, at the cost file's rate and fixed cost per step for
   that many threads, on the padded tokens of its micro-batches (``laminar.policy.microbatch``);
@@ -131,51 +132,77 @@ def placed_cost(cfg: LaminarConfig, cost: CostModel) -> CostModel:
 
 
 class CoreSharing:
-    """Replicas pinned to the same cores share them: with k occupying them, each runs
-    1 + alpha (k - 1) times slower (alpha from the cost file; 1: processor sharing). A replica
-    occupies its cores while it decodes and for the cost file's ``engine_spin_s`` after it
-    stops (vLLM's worker polls for its next step that long before it sleeps)."""
+    """Replicas pinned to the same cores share them: a replica runs 1 + alpha x (core-mates
+    decoding) + alpha_spin x (core-mates spinning) times slower than alone (both from the cost
+    file; alpha 1 is processor sharing; alpha_spin defaults to alpha). A replica decodes while
+    it holds trajectories and spins for the cost file's ``engine_spin_s`` after it stops
+    (vLLM's worker polls for its next step that long before it sleeps): a spinning mate
+    mostly yields the cores, so it costs less than a decoding one."""
 
     def __init__(self, cfg: LaminarConfig):
         rt = cfg.runtime
         extras = cost_extras(cfg) or {}
         self.alpha = float(extras.get("core_sharing_alpha", 1.0))
+        self.alpha_spin = float(extras.get("core_sharing_alpha_spin", self.alpha))
+        # A decoding mate's cost grows with its batch (its CPU demand): + alpha_batch x its
+        # sequences / B.
+        self.alpha_batch = float(extras.get("core_sharing_alpha_batch", 0.0))
+        self.max_batch = max(1, rt.max_batch)
+        self._replicas: dict[int, object] = {}
         self.spin_s = float(extras.get("engine_spin_s", 0.0))
         # A factor per runtime mode where calibration could tell one apart (1 otherwise).
         self.mode_factor = float(extras.get("engine_factor_by_mode", {}).get(rt.mode, 1.0))
         cores = place(rt).rollout_cpus if rt.device == "cpu" else ()
         # Unpinned replicas (empty core lists) float over the same machine: one shared group.
         self.group = [tuple(c) for c in cores] if cores else [(i,) for i in range(rt.rollouts)]
-        self.busy: set[int] = set()
+        self.busy: set[int] = set()  # occupying the cores: decoding or spinning
+        self.decoding: set[int] = set()
         self._stops: dict[int, int] = {}  # replica -> how many times it stopped decoding
 
     def slowdown(self, replica) -> float:
         """How many times slower than alone ``replica`` runs now (>= 1)."""
         mine = self.group[replica.index]
-        k = max(1, sum(1 for i in self.busy if self.group[i] == mine))
-        return self.mode_factor * (1.0 + self.alpha * (k - 1))
+        mates = [i for i in self.busy if i != replica.index and self.group[i] == mine]
+        decoding = [i for i in mates if i in self.decoding]
+        load = self.alpha_spin * (len(mates) - len(decoding))
+        for i in decoding:
+            mate = self._replicas.get(i)
+            batch = len(mate.running) if mate is not None else self.max_batch
+            load += self.alpha + self.alpha_batch * min(1.0, batch / self.max_batch)
+        return self.mode_factor * (1.0 + load)
 
     def busy_changed(self, cluster, replica, busy: bool) -> None:
         """``replica`` started or stopped decoding: it leaves its cores ``spin_s`` later
         unless it starts again before."""
         i = replica.index
+        self._replicas[i] = replica
+        was_decoding = i in self.decoding
+        (self.decoding.add if busy else self.decoding.discard)(i)
         if busy or self.spin_s <= 0:
             self._stops[i] = self._stops.get(i, 0) + 1  # cancels a pending leave
-            self._occupy(cluster, replica, busy)
+            if not self._occupy(cluster, replica, busy) and was_decoding != busy:
+                self._replan_mates(cluster, replica)  # decoding <-> spinning
             return
         if i not in self.busy:
             return
+        if was_decoding:
+            self._replan_mates(cluster, replica)  # now spinning
         self._stops[i] = stop = self._stops.get(i, 0) + 1
         leave = cluster.env.timeout(self.spin_s)
         leave.callbacks.append(
             lambda _: self._stops[i] == stop and self._occupy(cluster, replica, False)
         )
 
-    def _occupy(self, cluster, replica, busy: bool) -> None:
-        """``replica`` now occupies its cores or leaves them: its core-mates re-plan."""
+    def _occupy(self, cluster, replica, busy: bool) -> bool:
+        """``replica`` now occupies its cores or leaves them: its core-mates re-plan. False
+        when nothing changed."""
         if busy == (replica.index in self.busy):
-            return
+            return False
         (self.busy.add if busy else self.busy.discard)(replica.index)
+        self._replan_mates(cluster, replica)
+        return True
+
+    def _replan_mates(self, cluster, replica) -> None:
         mine = self.group[replica.index]
         for other in cluster.replicas:
             if other is not replica and self.group[other.index] == mine:

@@ -104,6 +104,36 @@ def test_an_idle_core_mate_counts_while_it_spins():
     assert sharing(apart).tolist() == [1.0] * 4
 
 
+def test_a_core_mate_decodes_while_it_holds_requests_and_spins_after():
+    """``mate_load``: a mate decodes from a step that leaves it requests to its next step,
+    and spins for ENGINE_SPIN_S after a step that leaves it empty."""
+    from types import SimpleNamespace
+
+    from laminar.calibrate.fit import ENGINE_SPIN_S, mate_load
+
+    spin = ENGINE_SPIN_S
+    # r1 steps over [0, 0.1] and [0.2, 0.3] holding requests between them, then empties at
+    # 0.3; r0's steps: inside r1's gap, half in its last step, in its spin, after its spin.
+    eng = pd.DataFrame({
+        "replica_id": ["r1", "r1", "r0", "r0", "r0", "r0"],
+        "at_s": [0.1, 0.3, 0.2, 0.35, 0.3 + 0.5 * spin, 0.3 + 2 * spin],
+        "step_s": [0.1, 0.1, 0.1, 0.1, 0.1, 0.1],
+        "running": [5, 0, 3, 3, 3, 0],
+        "decode_seqs": [5, 5, 3, 3, 3, 3],
+    })  # fmt: skip
+    run = SimpleNamespace(engine=eng, machine={"rollout_cpus": [[1], [1]], "max_batch": 10})
+    busy, spin_share, batch = mate_load(run)
+    assert busy[2:].tolist() == pytest.approx([1.0, 0.5, 0.0, 0.0])
+    assert spin_share[2:].tolist() == pytest.approx([0.0, 0.5, 1.0, 0.0])
+    # r0 starts at 0.1 and holds requests from then on: it decodes through r1's second step.
+    assert busy[:2].tolist() == pytest.approx([0.0, 1.0])
+    # The decoding share weighted by the mate's batch / B: r1 decodes 5 of 10 sequences during
+    # the whole of r0's first step, then during half of its second.
+    assert batch[2:].tolist() == pytest.approx([0.5, 0.25, 0.0, 0.0])
+    apart = SimpleNamespace(engine=eng, machine={"rollout_cpus": [[0], [1]], "max_batch": 10})
+    assert [x.tolist() for x in mate_load(apart)] == [[0.0] * 6] * 3
+
+
 def _fails(capsys, args: list[str], *names: str) -> str:
     assert main(args) == 2
     err = capsys.readouterr().err

@@ -143,10 +143,12 @@ def test_a_task_without_known_lengths_asks_for_a_trace(tmp_path):
 
 
 class _Mate:
-    """A replica as ``CoreSharing`` sees it: an index, and re-planning it can be asked to do."""
+    """A replica as ``CoreSharing`` sees it: an index, its running trajectories, and
+    re-planning it can be asked to do."""
 
     def __init__(self, index: int):
         self.index, self.replans = index, 0
+        self.running: list = []
 
     def sync(self) -> None:
         pass
@@ -157,14 +159,16 @@ class _Mate:
 
 def test_an_idle_engine_occupies_its_cores_while_it_spins(tmp_path):
     """A replica that stops decoding still slows its core-mate for ``engine_spin_s`` (vLLM's
-    worker polls for its next step that long), unless it starts again before."""
+    worker polls for its next step that long), by the spinning cost (``alpha_spin``) rather
+    than the decoding one, unless it starts again before."""
     import simpy
 
     from laminar.sim.local import CoreSharing
 
     cost = tmp_path / "spin.json"
     data = json.loads(Path(cost_file(cost)).read_text())
-    data["runtime"].update(core_sharing_alpha=1.0, engine_spin_s=1.0)
+    data["runtime"].update(core_sharing_alpha=1.0, core_sharing_alpha_spin=0.25,
+                           engine_spin_s=1.0)
     cost.write_text(json.dumps(data))
     cfg = load_config(preset="tiny-cpu", overrides=[f"sim.cost_file={cost}",
                                                     'runtime.cpu_binds=["1"]'])  # fmt: skip
@@ -175,16 +179,45 @@ def test_an_idle_engine_occupies_its_cores_while_it_spins(tmp_path):
     share.busy_changed(cluster, b, True)
     assert share.slowdown(a) == 2.0
     share.busy_changed(cluster, b, False)
+    assert a.replans == 2  # b came (a re-planned), then b stopped decoding (again)
     cluster.env.run(until=0.9)
-    assert share.slowdown(a) == 2.0  # b still spins
+    assert share.slowdown(a) == 1.25  # b still spins: it costs less than decoding
     cluster.env.run(until=1.1)
-    assert share.slowdown(a) == 1.0 and a.replans == 2  # b left: a re-planned
+    assert share.slowdown(a) == 1.0 and a.replans == 3  # b left: a re-planned
     share.busy_changed(cluster, b, True)
     share.busy_changed(cluster, b, False)
     cluster.env.run(until=1.6)
     share.busy_changed(cluster, b, True)  # back before its spin ended: the leave is void
     cluster.env.run(until=3.0)
-    assert share.slowdown(a) == 2.0
+    assert share.slowdown(a) == 2.0  # decoding again
+
+
+def test_a_decoding_mate_costs_more_the_larger_its_batch(tmp_path):
+    """``core_sharing_alpha_batch``: a decoding core-mate adds alpha + alpha_batch x its
+    running sequences / B (its CPU demand grows with its batch)."""
+    import simpy
+
+    from laminar.sim.local import CoreSharing
+
+    cost = tmp_path / "batch.json"
+    data = json.loads(Path(cost_file(cost)).read_text())
+    data["runtime"].update(core_sharing_alpha=0.5, core_sharing_alpha_batch=2.0,
+                           core_sharing_alpha_spin=0.25, engine_spin_s=1.0)
+    cost.write_text(json.dumps(data))
+    cfg = load_config(preset="tiny-cpu", overrides=[f"sim.cost_file={cost}",
+                                                    'runtime.cpu_binds=["1"]',
+                                                    "runtime.max_batch=64"])  # fmt: skip
+    share = CoreSharing(cfg)
+    a, b = _Mate(0), _Mate(1)
+    cluster = type("Cluster", (), {"env": simpy.Environment(), "replicas": [a, b]})()
+    share.busy_changed(cluster, a, True)
+    share.busy_changed(cluster, b, True)
+    b.running = [object()] * 16
+    assert share.slowdown(a) == pytest.approx(1.0 + 0.5 + 2.0 * 16 / 64)
+    b.running = [object()] * 64
+    assert share.slowdown(a) == pytest.approx(1.0 + 0.5 + 2.0)
+    share.busy_changed(cluster, b, False)  # spinning: its batch no longer counts
+    assert share.slowdown(a) == pytest.approx(1.25)
 
 
 def cold_job(tmp_path, *overrides: str, extra_s: float = 0.0, first_s: float = 0.0):
