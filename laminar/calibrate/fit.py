@@ -44,6 +44,7 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from laminar.calibrate.rundir import RunData
+from laminar.config.runtime import VLLM_ENGINE_SPIN_S
 from laminar.policy.microbatch import padded_lengths
 
 DECODE_TERMS = ("decode_base_s", "decode_per_seq_s", "decode_per_kv_token_s", "prefill_per_token_s")
@@ -51,8 +52,9 @@ TRAIN_FLOP_PER_PARAM_TOKEN = 8  # as laminar.sim.costdata counts trainer FLOPs
 MAX_REFILL_S = 0.5  # longer gaps after a load are waits for the prompt budget
 # vLLM's multiprocess worker keeps polling for its next step with sched_yield() for this long
 # after its last one before it sleeps (``shm_broadcast.SpinCondition(busy_loop_s=1)``): an
-# idle engine still takes its share of cores it shares with another engine.
-ENGINE_SPIN_S = 1.0
+# idle engine still takes its share of cores it shares with another engine. A run that sets
+# ``runtime.engine_spin_s`` spins that long instead (``laminar.runtime.vllm_spin``).
+ENGINE_SPIN_S = VLLM_ENGINE_SPIN_S
 MIN_MODE_SPLIT = 0.05  # share of a mode's steps alone (and shared) to fit its own factor
 
 
@@ -201,8 +203,9 @@ def fit_engine(runs: list[RunData]) -> Fit:
     frames = []
     for run in runs:
         df = run.engine[["step_s", "decode_seqs", "kv_tokens", "prefill_tokens"]].copy()
-        df["share"] = sharing(run)
-        df["busy"], df["spin"], df["batch"] = mate_load(run)
+        spin_s = run.config.runtime.engine_spin_effective_s
+        df["share"] = sharing(run, spin_s)
+        df["busy"], df["spin"], df["batch"] = mate_load(run, spin_s)
         df["mode"] = str(run.machine["mode"])
         frames.append(df)
     df = pd.concat(frames, ignore_index=True)

@@ -24,6 +24,7 @@ from laminar.runtime import nodes
 from laminar.runtime.placement import cpu_text, place
 from laminar.runtime.rollout import RolloutWorker
 from laminar.runtime.rollout_node import LoadRecorder, NodeSetup
+from laminar.runtime.vllm_spin import ENV as SPIN_ENV
 
 OFFLINE_ENV = {
     "HF_HUB_OFFLINE": "1",
@@ -234,6 +235,8 @@ def rollout_options(
     (devices and scheduling strategy from ``laminar.runtime.replicas``)."""
     rt = cfg.runtime
     env = dirs.job_env()
+    if rt.engine_spin_s is not None:  # inherited by vLLM's processes (laminar.runtime.vllm_spin)
+        env[SPIN_ENV] = repr(float(rt.engine_spin_s))
     if rt.device == "cpu":
         env["VLLM_CPU_KVCACHE_SPACE"] = str(rt.kv_cache_gib)
         cpus = place(rt).rollout_cpus[index]

@@ -135,7 +135,8 @@ class CoreSharing:
     """Replicas pinned to the same cores share them: a replica runs 1 + alpha x (core-mates
     decoding) + alpha_spin x (core-mates spinning) times slower than alone (both from the cost
     file; alpha 1 is processor sharing; alpha_spin defaults to alpha). A replica decodes while
-    it holds trajectories and spins for the cost file's ``engine_spin_s`` after it stops
+    it holds trajectories and spins for ``runtime.engine_spin_s`` (when the job sets it; else
+    the cost file's ``engine_spin_s``) after it stops
     (vLLM's worker polls for its next step that long before it sleeps): a spinning mate
     mostly yields the cores, so it costs less than a decoding one."""
 
@@ -149,7 +150,10 @@ class CoreSharing:
         self.alpha_batch = float(extras.get("core_sharing_alpha_batch", 0.0))
         self.max_batch = max(1, rt.max_batch)
         self._replicas: dict[int, object] = {}
-        self.spin_s = float(extras.get("engine_spin_s", 0.0))
+        # the job's own bound when it sets one, else the spin of the runs calibrated on
+        spin_set = rt.engine_spin_s is not None
+        calibrated_spin_s = float(extras.get("engine_spin_s", 0.0))
+        self.spin_s = rt.engine_spin_effective_s if spin_set else calibrated_spin_s
         # A factor per runtime mode where calibration could tell one apart (1 otherwise).
         self.mode_factor = float(extras.get("engine_factor_by_mode", {}).get(rt.mode, 1.0))
         cores = place(rt).rollout_cpus if rt.device == "cpu" else ()
