@@ -165,10 +165,12 @@ class RuntimeConfig(Section):
     """Scheduling niceness of rollout processes on CPU (0..19). Rollouts sharing the trainer's
     cores at a higher niceness use only the time the trainer leaves idle."""
 
-    engine_spin_s: float | None = Field(None, ge=0.0, le=60.0)
+    engine_spin_s: float | None = Field(None, ge=0.001, le=60.0)
     """Seconds an idle vLLM engine's processes keep spinning on their core for work before they
-    sleep (0..60). None: vLLM's own (1 s). A spinning process takes CPU from whatever shares
-    its core — another engine, or the trainer in sync mode (``laminar/runtime/vllm_spin.py``)."""
+    sleep (0.001..60). None: vLLM's own (1 s). A spinning process takes CPU from whatever shares
+    its core — another engine, or the trainer in sync mode (``laminar/runtime/vllm_spin.py``).
+    Not 0: vLLM then sleeps between every two steps and misses wake-ups (a step's data waited
+    54 s in a tiny-cpu job)."""
 
     trainer_threads: int = Field(1, ge=1, le=1024)
     """Torch threads of an unpinned trainer on CPU (count, 1..1024)."""

@@ -17,14 +17,14 @@ class _Dirs:
 
 
 def test_the_bound_reaches_the_rollouts_environment_only_when_set():
-    unset = load_config(preset="tiny-cpu")
+    unset = load_config(preset="tiny-cpu", overrides=["runtime.engine_spin_s=null"])
     env = cluster.rollout_options(unset, 0, _Dirs())["runtime_env"]["env_vars"]
     assert vllm_spin.ENV not in env
     assert unset.runtime.engine_spin_effective_s == 1.0  # vLLM's own
-    cfg = load_config(preset="tiny-cpu", overrides=["runtime.engine_spin_s=0.02"])
+    cfg = load_config(preset="tiny-cpu", overrides=["runtime.engine_spin_s=0.05"])
     env = cluster.rollout_options(cfg, 0, _Dirs())["runtime_env"]["env_vars"]
-    assert float(env[vllm_spin.ENV]) == 0.02
-    assert cfg.runtime.engine_spin_effective_s == 0.02
+    assert float(env[vllm_spin.ENV]) == 0.05
+    assert cfg.runtime.engine_spin_effective_s == 0.05
 
 
 def test_a_negative_bound_in_the_environment_is_refused(monkeypatch):
