@@ -17,6 +17,7 @@ import logging
 import os
 
 ENV = "LAMINAR_VLLM_SPIN_S"
+PLUGIN_GROUP = "vllm.general_plugins"
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,13 @@ def spin_s_from_env() -> float | None:
     if value < 0:
         raise ValueError(f"{ENV}={text!r}: must be >= 0 seconds")
     return value
+
+
+def registered() -> bool:
+    """Whether vLLM will find :func:`apply` (the package is installed with its entry points)."""
+    from importlib.metadata import entry_points
+
+    return any(ep.value == f"{__name__}:apply" for ep in entry_points(group=PLUGIN_GROUP))
 
 
 def apply() -> None:

@@ -84,3 +84,8 @@ def test_without_the_variable_the_plugin_changes_nothing(monkeypatch, spin_condi
     before = spin_condition.__dict__["wait"]
     vllm_spin.apply()
     assert spin_condition.__dict__["wait"] is before
+
+
+def test_the_plugin_is_registered_with_vllm():
+    # installed with the package (pyproject's entry point): vLLM's processes will call apply()
+    assert vllm_spin.registered()
