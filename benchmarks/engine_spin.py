@@ -25,6 +25,7 @@ import tempfile
 import time
 
 ARM_ENV = "ENGINE_SPIN_ARM"
+MARK = "engine-spin-result: "
 
 
 def _children_cpu_s() -> float:
@@ -77,7 +78,8 @@ def _run_arm(bound: float | None, args) -> dict:
     cmd = [sys.executable, __file__, "--repeats", str(args.repeats), "--window", str(args.window),
            "--tokens", str(args.tokens)]  # fmt: skip
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    line = next(x for x in out.stdout.splitlines() if x.startswith(MARK))  # vLLM logs too
+    return json.loads(line[len(MARK):])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if os.environ.get(ARM_ENV):
         os.sched_setaffinity(0, {1})
-        print(json.dumps(asyncio.run(_arm(args.repeats, args.window, args.tokens))))
+        result = asyncio.run(_arm(args.repeats, args.window, args.tokens))
+        print(MARK + json.dumps(result), flush=True)
         return 0
     rows = []
     for name, bound in (("vLLM's own (1 s)", None), (f"bound {args.bound} s", args.bound)):
