@@ -16,6 +16,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from laminar.runtime.asking import AskAgain
 from laminar.runtime.codec import make_codec, prompt_ids
 from laminar.runtime.engine import Engine
 from laminar.runtime.faults.watchdog import EngineWatchdog
@@ -25,6 +26,8 @@ from laminar.runtime.records import PromptGroup, Traj
 from laminar.runtime.stream import PartialStreamer
 from laminar.runtime.task import EVAL_STREAM, make_task
 from laminar.runtime.weights import WeightSource
+
+ASK_AGAIN_MAX_POLLS = 32  # after empty answers, ask the prompt pool at least every 32 polls
 
 
 def engine_footprint() -> dict:
@@ -148,9 +151,10 @@ class RolloutWorker:
         self.version = version
         return version
 
-    async def _newer_published(self) -> bool:
+    async def _latest_version(self) -> int:
+        """The newest published version (-1 before the first)."""
         latest = await asyncio.to_thread(self.weights.latest)
-        return latest is not None and latest[0] > self.version
+        return -1 if latest is None else latest[0]
 
     # -- generation -----------------------------------------------------------------------
 
@@ -231,13 +235,17 @@ class RolloutWorker:
         await self.loop_task
 
     async def _laminar_loop(self, poll_s: float) -> None:
+        asking = AskAgain(poll_s, ASK_AGAIN_MAX_POLLS * poll_s)  # laminar/runtime/asking.py
         while not self.stopping and self.watchdog.error is None:  # a dead engine admits nothing
-            if await self._newer_published():
+            latest = await self._latest_version()
+            if latest > self.version:
                 await self.load_latest()  # no-op while trajectories remain (drain, §2.4)
             elif self.version >= 0:
                 k = (self.max_batch - len(self.trajs)) // self.samples_per_prompt
-                if k > 0 or not self.trajs:
-                    await self.submit_groups(await self._take(max(k, 1)))
+                if (k > 0 or not self.trajs) and asking.may_ask(time.monotonic(), latest):
+                    groups = await self._take(max(k, 1))
+                    asking.answered(time.monotonic(), len(groups))
+                    await self.submit_groups(groups)
             await asyncio.sleep(poll_s)
 
     async def _take(self, groups: int) -> list[PromptGroup]:
