@@ -19,7 +19,6 @@ present, changes it, then calls :meth:`wake` so it plans a new segment.
 
 from __future__ import annotations
 
-import contextlib
 from collections import deque
 from heapq import heappop, heappush
 
@@ -74,6 +73,8 @@ class Replica(ReplicaOutside):
         self.idle_since: float | None = None
         self.decoded_tokens = 0
         self.reprefill_tokens = 0
+        self.completed = 0  # trajectories finished here
+        self.preemptions = 0  # trajectories preempted here (KV full)
         self._series = cluster.series if cluster.cfg.sim.replica_series else None
         # Laminar and most baselines wait until a replica is empty to refill it: skip the
         # no-op call after every completion.
@@ -83,6 +84,7 @@ class Replica(ReplicaOutside):
         self._fast = self._share is None and self._series is None and not self.one_step
         self.decoder = cluster.decoder
         self.decoder_seq = -1  # its live entry in the decoder's heap (-1: none)
+        self.parked: simpy.Event | None = None  # what its process waits on while decoding
         self.process = self.env.process(self.run())
 
     # The process --------------------------------------------------------------------------
@@ -104,9 +106,9 @@ class Replica(ReplicaOutside):
                 self.idle_since = None
                 self._busy(True)
                 continue
+            self.parked = parked = env.event()  # the decoder triggers it when done
             self.decoder.start(self)
-            with contextlib.suppress(simpy.Interrupt):
-                yield env.event()  # parked while the decoder runs its segments
+            yield parked  # while the decoder runs its segments
 
     def step(self, now: float, woken: bool) -> float | None:
         """End the current segment at ``now`` (``woken``: cut short by :meth:`wake`) and plan
@@ -227,6 +229,7 @@ class Replica(ReplicaOutside):
             self.kv -= t.prompt_len + t.generated
             t.heap_seq = -1
             t.preemptions += 1
+            self.preemptions += 1
             self.waiting.appendleft(t)
 
     def _plan(self, prefill_s: float, now: float) -> int:
@@ -320,4 +323,5 @@ class Replica(ReplicaOutside):
                 freed = 0
                 cluster.system.deliver(cluster, g)
         self.kv -= freed
+        self.completed += done
         return done
