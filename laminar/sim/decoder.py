@@ -97,28 +97,32 @@ class Decoder:
                 r = woken.popleft()
                 if not push(r, r.step(env._now, True)):
                     yield from self._sleep(env._now, URGENT)  # its refill first (see _sleep)
-            if heap:
+            sleep_s, priority = math.inf, NORMAL  # an empty heap: until kicked
+            while heap:  # the segment ends due before any other scheduled event, in order
                 end_s, seq, r = heap[0]
                 if r.decoder_seq != seq:
                     heappop(heap)  # stale: re-planned or gone idle since
                     continue
-                if end_s <= env._now or not queue or end_s < queue[0][0]:
-                    env._now = end_s  # nothing else is scheduled before it
-                    # ``step`` touches no heap entry (wakes queue up in ``woken``), so the
-                    # entry is still on top: replaced in one call once the next is planned
-                    end_s = r.step(end_s, False)
-                    if end_s is None:
-                        heappop(heap)
-                        push(r, None)
-                        yield from self._sleep(env._now, URGENT)
-                    else:  # ``_push``, inlined: once per segment
-                        seq = next_seq()
-                        r.decoder_seq = seq
-                        heapreplace(heap, (end_s, seq, r))
-                    continue
-            else:
-                end_s = math.inf
-            yield from self._sleep(end_s)
+                if end_s > env._now and queue and end_s >= queue[0][0]:
+                    sleep_s = end_s  # something else is scheduled first
+                    break
+                env._now = end_s  # nothing else is scheduled before it
+                # ``step`` touches no heap entry (wakes queue up in ``woken``), so the
+                # entry is still on top: replaced in one call once the next is planned
+                end_s = r.step(end_s, False)
+                if end_s is None:
+                    heappop(heap)
+                    push(r, None)
+                    sleep_s, priority = env._now, URGENT
+                    break
+                seq = next_seq()  # ``_push``, inlined: once per segment
+                r.decoder_seq = seq
+                heapreplace(heap, (end_s, seq, r))
+                if woken:
+                    sleep_s = None
+                    break
+            if sleep_s is not None:
+                yield from self._sleep(sleep_s, priority)
 
     def _sleep(self, until_s: float, priority=NORMAL):
         """A process body: park until ``until_s`` (inf: until kicked), or until kicked.
