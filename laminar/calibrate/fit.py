@@ -8,9 +8,14 @@ Terms, each fitted by ``scipy.optimize.least_squares`` with coefficients >= 0:
   mate's CPU demand grows with its batch; ``mate_load``; a mate decodes while it holds
   requests and spins for ``ENGINE_SPIN_S`` after it empties: vLLM's worker polls for work
   that long; the simulator's ``CoreSharing``; alpha = 1 would be perfect processor sharing),
-  times a factor per runtime
-  mode where the steps can tell one apart from sharing (``separable_modes``; 1 for sync)
-  times ``decode_base_s + decode_per_seq_s x sequences decoded + decode_per_kv_token_s x KV
+  times 1 + beta x R per runtime mode where the steps can tell it apart from sharing
+  (``separable_modes``; beta = 0 for sync): R is the number of the mode's rollouts pinned to
+  the step's cores, itself included (``machine.json``'s ``rollout_cpus``). A laminar rollout's
+  control loop runs on its engine's cores whether or not it decodes (``rollout.py:
+  _laminar_loop`` polls the weight store and the prompt pool every 10 ms), so each costs its
+  cores' engines the same beta; sync rollouts have no such loop. One such load per rollout
+  is what lets a two-rollout calibration predict a one-rollout job. Then times
+  ``decode_base_s + decode_per_seq_s x sequences decoded + decode_per_kv_token_s x KV
   tokens + prefill_per_token_s x prompt tokens prefilled in the step``. vLLM prefills inside a
   decode step, so prefill has no base of its own (``prefill_base_s`` = 0) and prompts this
   short cannot separate a squared term (``prefill_per_token_sq_s`` = 0). Plain least squares,
@@ -44,6 +49,7 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from laminar.calibrate.rundir import RunData
+from laminar.config.runtime import VLLM_ENGINE_SPIN_S
 from laminar.policy.microbatch import padded_lengths
 
 DECODE_TERMS = ("decode_base_s", "decode_per_seq_s", "decode_per_kv_token_s", "prefill_per_token_s")
@@ -51,9 +57,16 @@ TRAIN_FLOP_PER_PARAM_TOKEN = 8  # as laminar.sim.costdata counts trainer FLOPs
 MAX_REFILL_S = 0.5  # longer gaps after a load are waits for the prompt budget
 # vLLM's multiprocess worker keeps polling for its next step with sched_yield() for this long
 # after its last one before it sleeps (``shm_broadcast.SpinCondition(busy_loop_s=1)``): an
-# idle engine still takes its share of cores it shares with another engine.
-ENGINE_SPIN_S = 1.0
+# idle engine still takes its share of cores it shares with another engine. A run that sets
+# ``runtime.engine_spin_s`` spins that long instead (``laminar.runtime.vllm_spin``).
+ENGINE_SPIN_S = VLLM_ENGINE_SPIN_S
 MIN_MODE_SPLIT = 0.05  # share of a mode's steps alone (and shared) to fit its own factor
+
+
+def replica_index(replica_id: object) -> int:
+    """``"r3"`` -> 3 (the runtime's replica names); -1 for any other name."""
+    text = str(replica_id)
+    return int(text[1:]) if text[:1] == "r" and text[1:].isdigit() else -1
 
 
 @dataclass
@@ -200,10 +213,16 @@ def fit_engine(runs: list[RunData]) -> Fit:
     """The engine-step term over every run's sampled steps (module docstring)."""
     frames = []
     for run in runs:
-        df = run.engine[["step_s", "decode_seqs", "kv_tokens", "prefill_tokens"]].copy()
-        df["share"] = sharing(run)
-        df["busy"], df["spin"], df["batch"] = mate_load(run)
+        df = run.engine[["replica_id", "step_s", "decode_seqs", "kv_tokens", "prefill_tokens"]]
+        df = df.copy()
+        spin_s = run.config.runtime.engine_spin_effective_s
+        df["share"] = sharing(run, spin_s)
+        df["busy"], df["spin"], df["batch"] = mate_load(run, spin_s)
         df["mode"] = str(run.machine["mode"])
+        cores = [tuple(c) for c in run.machine.get("rollout_cpus", [])]
+        here = [cores.count(c) if c else 1 for c in cores]  # unpinned: devices of its own
+        index = df["replica_id"].map(replica_index)
+        df["rollouts_here"] = [here[i] if 0 <= i < len(here) else 1 for i in index]
         frames.append(df)
     df = pd.concat(frames, ignore_index=True)
     df = df[(df["decode_seqs"] > 0) & (df["step_s"] > 0)]
@@ -217,6 +236,7 @@ def fit_engine(runs: list[RunData]) -> Fit:
     busy, spin = df["busy"].to_numpy(float), df["spin"].to_numpy(float)
     batch = df["batch"].to_numpy(float)
     which = [(df["mode"] == m).to_numpy() for m in others]
+    here = df["rollouts_here"].to_numpy(float)
     x = np.column_stack(
         [np.ones(len(df)), df["decode_seqs"], df["kv_tokens"], df["prefill_tokens"]]
     ).astype(float)
@@ -225,15 +245,16 @@ def fit_engine(runs: list[RunData]) -> Fit:
     n = x.shape[1]
 
     def resid(p: np.ndarray) -> np.ndarray:
-        # In step seconds: mode factor x (1 + alpha decoding mates + alpha_spin spinning
-        # mates) x the solo cost, so each step weighs what it cost the run.
+        # In step seconds: (1 + beta x the mode's rollouts on the cores) x (1 + alpha
+        # decoding mates + alpha_spin spinning mates) x the solo cost, so each step weighs
+        # what it cost the run.
         factor = np.ones(len(y))
-        for f, rows in zip(p[n + 3 :], which, strict=True):
-            factor[rows] = f
+        for beta, rows in zip(p[n + 3 :], which, strict=True):
+            factor[rows] = 1.0 + beta * here[rows]
         mates = p[n] * busy + p[n + 1] * spin + p[n + 2] * batch
         return factor * (1.0 + mates) * (z @ p[:n]) - y
 
-    start = [*np.full(n, float(np.median(y)) / n), 1.0, 1.0, 0.0, *[1.0] * len(others)]
+    start = [*np.full(n, float(np.median(y)) / n), 1.0, 1.0, 0.0, *[0.0] * len(others)]
     upper = [*[np.inf] * n, 4.0, 4.0, 8.0, *[10.0] * len(others)]
     res = least_squares(resid, start, bounds=(0.0, upper))
     coef = res.x[:n] / scale
@@ -246,22 +267,23 @@ def fit_engine(runs: list[RunData]) -> Fit:
     values["core_sharing_alpha_spin"] = alpha_spin
     values["core_sharing_alpha_batch"] = alpha_batch
     values["engine_spin_s"] = ENGINE_SPIN_S
-    factors = {m: 1.0 for m in modes}  # a mode not separable from sharing keeps 1
-    factors.update({m: float(f) for m, f in zip(others, res.x[n + 3 :], strict=True)})
-    values["mode_factors"] = factors
-    shown = ", ".join(f"{m} x{f:.2f}" for m, f in factors.items())
+    loads = {m: 0.0 for m in modes}  # a mode not separable from sharing keeps 0
+    loads.update({m: float(b) for m, b in zip(others, res.x[n + 3 :], strict=True)})
+    values["mode_load_per_rollout"] = loads
+    shown = ", ".join(f"{m} +{b:.2f}" for m, b in loads.items())
     note = (f"a step costs 1 + ({alpha:.2f} + {alpha_batch:.2f} x batch / B) x decoding "
             f"core-mates + {alpha_spin:.2f} x spinning ones (mean {busy.mean():.2f}, "
             f"{spin.mean():.2f}) times alone; "
-            f"per mode: {shown}")  # fmt: skip
+            f"per rollout on the cores, by mode: {shown}")  # fmt: skip
     return Fit("engine step", values, len(df), r2, med, p90, note)
 
 
 def separable_modes(df: pd.DataFrame, modes: list[str]) -> list[str]:
-    """The modes whose own factor the steps can tell apart from core sharing: those with at
+    """The modes whose own load the steps can tell apart from core sharing: those with at
     least ``MIN_MODE_SPLIT`` of their steps alone on their cores and as much shared. A mode
-    whose every step shared its cores (laminar's two engines on one core) would trade its
-    factor against alpha freely; it keeps factor 1, and sharing explains its steps."""
+    whose every step shared its cores (laminar's two engines on one core, each spinning for
+    vLLM's 1 s after its last step) would trade its load against alpha freely; it keeps 0,
+    and sharing explains its steps."""
     out = []
     for m in modes:
         alone = float((df.loc[df["mode"] == m, "share"] == 1).mean())

@@ -14,6 +14,10 @@ from pydantic import Field, model_validator
 from laminar.config.base import Section
 from laminar.config.runtime_faults import FaultSpec, RuntimeFaultsConfig
 
+# vLLM's worker and engine-core processes poll for their next message with sched_yield() this
+# long after their last one before they sleep (``shm_broadcast.SpinCondition(busy_loop_s=1)``)
+VLLM_ENGINE_SPIN_S = 1.0
+
 
 class TinyModel(Section):
     """A tiny Llama with a char-level tokenizer, created locally (nothing is downloaded)."""
@@ -161,6 +165,13 @@ class RuntimeConfig(Section):
     """Scheduling niceness of rollout processes on CPU (0..19). Rollouts sharing the trainer's
     cores at a higher niceness use only the time the trainer leaves idle."""
 
+    engine_spin_s: float | None = Field(None, ge=0.001, le=60.0)
+    """Seconds an idle vLLM engine's processes keep spinning on their core for work before they
+    sleep (0.001..60). None: vLLM's own (1 s). A spinning process takes CPU from whatever shares
+    its core — another engine, or the trainer in sync mode (``laminar/runtime/vllm_spin.py``).
+    Not 0: vLLM then sleeps between every two steps and misses wake-ups (a step's data waited
+    54 s in a tiny-cpu job)."""
+
     trainer_threads: int = Field(1, ge=1, le=1024)
     """Torch threads of an unpinned trainer on CPU (count, 1..1024)."""
 
@@ -219,6 +230,11 @@ class RuntimeConfig(Section):
 
     grpo: GrpoConfig = Field(default_factory=GrpoConfig)
     """The RL objective."""
+
+    @property
+    def engine_spin_effective_s(self) -> float:
+        """Seconds an idle engine spins: ``engine_spin_s``, or vLLM's own when None."""
+        return VLLM_ENGINE_SPIN_S if self.engine_spin_s is None else float(self.engine_spin_s)
 
     @model_validator(mode="after")
     def _faults_can_happen(self) -> RuntimeConfig:

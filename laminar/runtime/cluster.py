@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 import shutil
 import tempfile
@@ -20,10 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from laminar.config import LaminarConfig
-from laminar.runtime import nodes
+from laminar.runtime import nodes, vllm_spin
 from laminar.runtime.placement import cpu_text, place
 from laminar.runtime.rollout import RolloutWorker
 from laminar.runtime.rollout_node import LoadRecorder, NodeSetup
+
+log = logging.getLogger(__name__)
 
 OFFLINE_ENV = {
     "HF_HUB_OFFLINE": "1",
@@ -234,6 +237,11 @@ def rollout_options(
     (devices and scheduling strategy from ``laminar.runtime.replicas``)."""
     rt = cfg.runtime
     env = dirs.job_env()
+    if rt.engine_spin_s is not None:  # inherited by vLLM's processes (laminar.runtime.vllm_spin)
+        env[vllm_spin.ENV] = repr(float(rt.engine_spin_s))
+        if index == 0 and not vllm_spin.registered():
+            log.warning("runtime.engine_spin_s has no effect: laminar's vLLM plugin is not "
+                        "registered (install the package: pip install -e .)")  # fmt: skip
     if rt.device == "cpu":
         env["VLLM_CPU_KVCACHE_SPACE"] = str(rt.kv_cache_gib)
         cpus = place(rt).rollout_cpus[index]

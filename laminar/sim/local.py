@@ -135,7 +135,8 @@ class CoreSharing:
     """Replicas pinned to the same cores share them: a replica runs 1 + alpha x (core-mates
     decoding) + alpha_spin x (core-mates spinning) times slower than alone (both from the cost
     file; alpha 1 is processor sharing; alpha_spin defaults to alpha). A replica decodes while
-    it holds trajectories and spins for the cost file's ``engine_spin_s`` after it stops
+    it holds trajectories and spins for ``runtime.engine_spin_s`` (when the job sets it; else
+    the cost file's ``engine_spin_s``) after it stops
     (vLLM's worker polls for its next step that long before it sleeps): a spinning mate
     mostly yields the cores, so it costs less than a decoding one."""
 
@@ -149,12 +150,22 @@ class CoreSharing:
         self.alpha_batch = float(extras.get("core_sharing_alpha_batch", 0.0))
         self.max_batch = max(1, rt.max_batch)
         self._replicas: dict[int, object] = {}
-        self.spin_s = float(extras.get("engine_spin_s", 0.0))
-        # A factor per runtime mode where calibration could tell one apart (1 otherwise).
-        self.mode_factor = float(extras.get("engine_factor_by_mode", {}).get(rt.mode, 1.0))
+        # the job's own bound when it sets one, else the spin of the runs calibrated on
+        spin_set = rt.engine_spin_s is not None
+        calibrated_spin_s = float(extras.get("engine_spin_s", 0.0))
+        self.spin_s = rt.engine_spin_effective_s if spin_set else calibrated_spin_s
         cores = place(rt).rollout_cpus if rt.device == "cpu" else ()
         # Unpinned replicas (empty core lists) float over the same machine: one shared group.
         self.group = [tuple(c) for c in cores] if cores else [(i,) for i in range(rt.rollouts)]
+        # Each of the mode's rollouts on a replica's cores loads them (laminar's control loop)
+        # where calibration could tell it apart; older cost files hold one factor per mode.
+        per_rollout = extras.get("engine_load_per_rollout_by_mode", {}).get(rt.mode)
+        if per_rollout is None:
+            factor = float(extras.get("engine_factor_by_mode", {}).get(rt.mode, 1.0))
+            self.mode_factors = [factor] * rt.rollouts
+        else:
+            here = [self.group.count(g) for g in self.group]
+            self.mode_factors = [1.0 + float(per_rollout) * n for n in here]
         self.busy: set[int] = set()  # occupying the cores: decoding or spinning
         self.decoding: set[int] = set()
         self._stops: dict[int, int] = {}  # replica -> how many times it stopped decoding
@@ -169,7 +180,7 @@ class CoreSharing:
             mate = self._replicas.get(i)
             batch = len(mate.running) if mate is not None else self.max_batch
             load += self.alpha + self.alpha_batch * min(1.0, batch / self.max_batch)
-        return self.mode_factor * (1.0 + load)
+        return self.mode_factors[replica.index] * (1.0 + load)
 
     def busy_changed(self, cluster, replica, busy: bool) -> None:
         """``replica`` started or stopped decoding: it leaves its cores ``spin_s`` later

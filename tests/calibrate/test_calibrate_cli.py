@@ -85,7 +85,7 @@ def test_recovers_the_coefficients(tmp_path, capsys):
     # Every step of the laminar run shared its core: its slowdown is sharing's (alpha 1: the
     # steps took twice as long), not a factor of its mode, which those steps cannot tell apart.
     rt = json.loads(out.read_text())["runtime"]
-    assert rt["engine_factor_by_mode"] == {"laminar": 1.0, "sync": 1.0}
+    assert rt["engine_load_per_rollout_by_mode"] == {"laminar": 0.0, "sync": 0.0}
     assert rt["core_sharing_alpha"] == pytest.approx(1.0, rel=0.05)
 
 
@@ -222,3 +222,44 @@ def test_the_cold_start_is_fitted_from_the_first_step(tmp_path):
     pd.DataFrame({"step": [1], "prompt_len": 5, "response_len": 3}).to_parquet(
         tmp_path / "r0" / "trajectories.parquet")  # fmt: skip
     assert fit_first_prompts([read_run(tmp_path / "r0")]).samples == 0
+
+
+def _laminar_run_with_an_idle_mate(root: Path, beta: float, alpha: float) -> Path:
+    """A laminar run (2 replicas on core 1, spin bound 0.02 s) whose steps follow TRUE times
+    (1 + beta x 2 rollouts on the core) x (1 + alpha while the mate decodes): r1 decodes
+    during the first half of r0's steps only, so r0's second half runs with its mate idle."""
+    root = make_run(root, seed=5)
+    write_resolved(load_config(preset="tiny-cpu", overrides=["runtime.engine_spin_s=0.02"]),
+                   root)  # fmt: skip
+    rng = np.random.default_rng(7)
+    factor = 1.0 + beta * 2
+    rows, t = [], 0.0
+    for k in range(600):
+        b = int(rng.integers(1, 64))
+        solo = TRUE["decode_base_s"] + TRUE["decode_per_seq_s"] * b
+        shared = k < 300
+        step = factor * solo * ((1.0 + alpha) if shared else 1.0)
+        rows.append(("r0", t + step, step, b, 0, 0, 0, 0.01, 32, 0))
+        if shared:  # the mate's steps, back to back with r0's, holding 32 sequences
+            running = 32 if k < 299 else 0
+            rows.append(("r1", t + step, step, b, 0, 0, 0, 0.01, running, 0))
+        t += step
+    cols = ["replica_id", "at_s", "step_s", "decode_seqs", "prefill_seqs", "prefill_tokens"]
+    cols += ["kv_tokens", "kv_usage", "running", "waiting"]
+    pd.DataFrame(rows, columns=cols).to_csv(root / "profile" / "engine_steps.csv", index=False)
+    return root
+
+
+def test_a_laminar_rollouts_own_load_is_fitted_per_rollout_on_the_core(tmp_path, capsys):
+    """With an idle mate in some steps, laminar's load on its cores is told apart from
+    sharing, as a load per laminar rollout on the core (2 here: the run's placement)."""
+    lam = _laminar_run_with_an_idle_mate(tmp_path / "lam", beta=0.25, alpha=0.8)
+    sync = make_run(tmp_path / "sync", seed=2, shared=False, threads=2, rate=3e10)
+    out = tmp_path / "cost.json"
+    assert main(["calibrate", str(lam), str(sync), "-o", str(out)]) == 0
+    rt = json.loads(out.read_text())["runtime"]
+    assert rt["engine_load_per_rollout_by_mode"]["laminar"] == pytest.approx(0.25, rel=0.1)
+    assert rt["engine_load_per_rollout_by_mode"]["sync"] == 0.0
+    # the mate's cost while decoding 32 of 64 sequences: alpha + alpha_batch x 0.5
+    shared = rt["core_sharing_alpha"] + 0.5 * rt["core_sharing_alpha_batch"]
+    assert shared == pytest.approx(0.8, rel=0.1)

@@ -171,8 +171,13 @@ def test_an_idle_engine_occupies_its_cores_while_it_spins(tmp_path):
                            engine_spin_s=1.0)
     cost.write_text(json.dumps(data))
     cfg = load_config(preset="tiny-cpu", overrides=[f"sim.cost_file={cost}",
-                                                    'runtime.cpu_binds=["1"]'])  # fmt: skip
+                                                    'runtime.cpu_binds=["1"]',
+                                                    "runtime.engine_spin_s=null"])  # fmt: skip
     share = CoreSharing(cfg)
+    assert share.spin_s == 1.0  # the job sets no bound: the calibrated runs' spin
+    bounded = load_config(preset="tiny-cpu", overrides=[f"sim.cost_file={cost}",
+                                                        "runtime.engine_spin_s=0.05"])
+    assert CoreSharing(bounded).spin_s == 0.05  # the job's own bound
     a, b = _Mate(0), _Mate(1)
     cluster = type("Cluster", (), {"env": simpy.Environment(), "replicas": [a, b]})()
     share.busy_changed(cluster, a, True)
@@ -252,3 +257,23 @@ def test_a_longer_cold_start_lets_prefetch_run_further_ahead(tmp_path):
         second = res.steps.iloc[1]["start_s"]
         ahead.append(int((res.trajectories["gen_end_s"] <= second).sum()))
     assert ahead[1] > ahead[0]
+
+
+@pytest.mark.parametrize(("binds", "rollouts", "expected"),
+                         [('["1"]', 2, [1.5, 1.5]), ('["1"]', 1, [1.25]),
+                          ('["0", "1"]', 2, [1.25, 1.25])])  # fmt: skip
+def test_each_laminar_rollout_on_a_core_loads_its_engines(tmp_path, binds, rollouts, expected):
+    """``engine_load_per_rollout_by_mode``: a replica runs 1 + beta x (the mode's rollouts on
+    its cores, itself included) times slower than alone, before any core-mate's cost; sync
+    mode's rollouts have no control loop on the cores (beta 0)."""
+    from laminar.sim.local import CoreSharing
+
+    cost = tmp_path / "load.json"
+    data = json.loads(Path(cost_file(cost)).read_text())
+    data["runtime"]["engine_load_per_rollout_by_mode"] = {"laminar": 0.25, "sync": 0.0}
+    cost.write_text(json.dumps(data))
+    sets = [f"sim.cost_file={cost}", f"runtime.cpu_binds={binds}", f"runtime.rollouts={rollouts}"]
+    share = CoreSharing(load_config(preset="tiny-cpu", overrides=sets))
+    assert [share.slowdown(_Mate(i)) for i in range(rollouts)] == expected
+    sync = CoreSharing(load_config(preset="tiny-cpu", overrides=[*sets, "runtime.mode=sync"]))
+    assert [sync.slowdown(_Mate(i)) for i in range(rollouts)] == [1.0] * rollouts

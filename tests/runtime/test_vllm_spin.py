@@ -1,0 +1,91 @@
+"""``runtime.engine_spin_s``: the rollout's vLLM processes get the bound, and the plugin makes
+vLLM's shared-memory reader sleep on its socket once the bound has passed."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from laminar.config import load_config
+from laminar.runtime import cluster, vllm_spin
+
+
+class _Dirs:
+    def job_env(self) -> dict:
+        return {}
+
+
+def test_the_bound_reaches_the_rollouts_environment_only_when_set():
+    unset = load_config(preset="tiny-cpu", overrides=["runtime.engine_spin_s=null"])
+    env = cluster.rollout_options(unset, 0, _Dirs())["runtime_env"]["env_vars"]
+    assert vllm_spin.ENV not in env
+    assert unset.runtime.engine_spin_effective_s == 1.0  # vLLM's own
+    cfg = load_config(preset="tiny-cpu", overrides=["runtime.engine_spin_s=0.05"])
+    env = cluster.rollout_options(cfg, 0, _Dirs())["runtime_env"]["env_vars"]
+    assert float(env[vllm_spin.ENV]) == 0.05
+    assert cfg.runtime.engine_spin_effective_s == 0.05
+
+
+def test_a_negative_bound_in_the_environment_is_refused(monkeypatch):
+    monkeypatch.setenv(vllm_spin.ENV, "-1")
+    with pytest.raises(ValueError, match=vllm_spin.ENV):
+        vllm_spin.apply()
+
+
+@pytest.fixture
+def spin_condition():
+    """vLLM's SpinCondition class, restored as it was after the test."""
+    shm = pytest.importorskip("vllm.distributed.device_communicators.shm_broadcast")
+    cond = shm.SpinCondition
+    saved = {k: cond.__dict__[k] for k in ("wait", "laminar_spin_s", "laminar_patched")
+             if k in cond.__dict__}  # fmt: skip
+    yield cond
+    for k in ("wait", "laminar_spin_s", "laminar_patched"):
+        if k in saved:
+            setattr(cond, k, saved[k])
+        elif k in cond.__dict__:
+            delattr(cond, k)
+
+
+def _waited_s(cond, spin_after_read_s: float, where) -> float:
+    """How long one ``wait(timeout_ms=200)`` of a fresh reader takes ``spin_after_read_s`` after
+    its last read, with nobody ever writing: a spinning reader yields and returns at once, a
+    sleeping one waits on its socket for the timeout."""
+    import zmq
+
+    ctx = zmq.Context()
+    address = f"ipc://{where / 'notify.ipc'}"  # zmq aborts on an inproc one with no writer
+    try:
+        cond(is_reader=False, context=ctx, notify_address=address)
+        reader = cond(is_reader=True, context=ctx, notify_address=address)
+        reader.last_read = time.monotonic() - spin_after_read_s
+        t = time.monotonic()
+        reader.wait(timeout_ms=200)
+        return time.monotonic() - t
+    finally:
+        ctx.destroy(linger=0)
+
+
+def test_the_plugin_stops_the_spin_after_the_bound(monkeypatch, spin_condition, tmp_path):
+    # 0.5 s after the last read: vLLM's own reader is still inside its 1 s spin
+    assert _waited_s(spin_condition, 0.5, tmp_path) < 0.1
+    monkeypatch.setenv(vllm_spin.ENV, "0.05")
+    vllm_spin.apply()
+    vllm_spin.apply()  # idempotent: one wrapper, not two
+    assert spin_condition.laminar_spin_s == 0.05
+    # past the bound: it sleeps on the socket
+    assert _waited_s(spin_condition, 0.5, tmp_path) >= 0.15
+    assert _waited_s(spin_condition, 0.0, tmp_path) < 0.1  # within the bound: still spins
+
+
+def test_without_the_variable_the_plugin_changes_nothing(monkeypatch, spin_condition):
+    monkeypatch.delenv(vllm_spin.ENV, raising=False)
+    before = spin_condition.__dict__["wait"]
+    vllm_spin.apply()
+    assert spin_condition.__dict__["wait"] is before
+
+
+def test_the_plugin_is_registered_with_vllm():
+    # installed with the package (pyproject's entry point): vLLM's processes will call apply()
+    assert vllm_spin.registered()
