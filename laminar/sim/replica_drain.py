@@ -21,6 +21,8 @@ at the segment in progress, where it would have been admitted anyway (``Replica.
 
 from __future__ import annotations
 
+from heapq import heappop
+
 
 class ReplicaDrain:
     """Mixed into :class:`~laminar.sim.replica.Replica`: its fast segment plan and the chain
@@ -106,7 +108,7 @@ class ReplicaDrain:
         heap, running = self.heap, self.running
         kv_token_s, decoded, steps, kv = self.kv_token_s, self.decoded_tokens, self.steps, self.kv
         n, a, c, kv0, b = self.seg_n, self.seg_a, self.seg_c, self.seg_kv0, self.seg_b
-        done = k = 0  # ``heap`` is sorted while a chain runs: its first k are retired
+        done = 0
         while True:
             if n:  # ``Replica.step``'s arithmetic
                 s1 = n * (n - 1) / 2
@@ -115,9 +117,8 @@ class ReplicaDrain:
                 steps += n
                 kv += n * b
                 decoded += n * b
-            while heap[k][0] <= steps:  # its completions (no group's last here among them)
-                t = heap[k][2]
-                k += 1
+            while heap[0][0] <= steps:  # its completions (no group's last here among them)
+                t = heappop(heap)[2]
                 del running[t.tid]
                 r = t.response_len
                 kv -= t.prompt_len + r
@@ -128,7 +129,6 @@ class ReplicaDrain:
             fire_s = t0_s + (end_s - t0_s)
             if not chain or fire_s >= now:
                 break
-        del heap[:k]  # still sorted, so still a heap
         self.kv_token_s, self.decoded_tokens, self.steps, self.kv = kv_token_s, decoded, steps, kv
         self.completed += done
         self.seg_fire_s, self.seg_end, self.busy_until, self.seg_t0 = fire_s, end_s, t0_s, t0_s
