@@ -60,13 +60,6 @@ class Decoder:
             if self._parked and end_s < self._sleep_until_s:
                 self._kick()
 
-    def reschedule(self, replica, end_s: float) -> None:
-        """``replica``'s segment now ends at ``end_s`` (not before now) instead of when it
-        last said; call from outside the decoder."""
-        self._push(replica, end_s)
-        if self._parked and end_s < self._sleep_until_s:
-            self._kick()
-
     def wake(self, replica) -> None:
         """Re-plan ``replica`` now (its segment was cut short from outside)."""
         self._woken.append(replica)

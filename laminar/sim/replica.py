@@ -26,15 +26,12 @@ import simpy
 
 from laminar.sim.decode import kv_integral, steps_within
 from laminar.sim.pools import Trajectory
-from laminar.sim.replica_drain import ReplicaDrain
 from laminar.sim.replica_outside import ReplicaOutside
 from laminar.sim.systems import System
 
 
-class Replica(ReplicaOutside, ReplicaDrain):
+class Replica(ReplicaOutside):
     """One rollout replica (``cost.replica_gpus`` GPUs) and its SimPy process (idle, refill)."""
-
-    plan_drains = True  # plan a drain up to its next visible event at once (``replica_drain``)
 
     def __init__(self, cluster, index: int, machine: int, relay_pos: int):
         self.env: simpy.Environment = cluster.env
@@ -70,8 +67,6 @@ class Replica(ReplicaOutside, ReplicaDrain):
         self.down_until = 0.0  # its machine is dead until then (``laminar.sim.faults``)
         self.in_segment = False
         self._wake_pending = False
-        self.seg_fire_s = 0.0  # when the decoder ends the current segment
-        self.chain: list[tuple] = []  # segments planned after it (``replica_drain``)
         # Statistics (token-seconds of KV, idle seconds, decoded tokens).
         self.kv_token_s = 0.0
         self.idle_s = 0.0
@@ -88,7 +83,6 @@ class Replica(ReplicaOutside, ReplicaDrain):
         # Decoding alone, with no core sharing or series: ``begin`` inlines ``_plan``.
         self._fast = self._share is None and self._series is None and not self.one_step
         self._lean = self._fast and self._top_up is None  # ``step``'s fused path applies
-        self._chains = self._lean and self.plan_drains
         self.decoder = cluster.decoder
         self.decoder_seq = -1  # its live entry in the decoder's heap (-1: none)
         self.parked: simpy.Event | None = None  # what its process waits on while decoding
@@ -123,9 +117,6 @@ class Replica(ReplicaOutside, ReplicaDrain):
         run. The common case (a planned end, a replica with nothing else to call) runs
         :meth:`_step_any`, :meth:`_complete` and :meth:`begin`'s fast path fused here, with the
         counters in locals: the same arithmetic in the same order, so the same bits."""
-        if self.chain:  # the planned segments before ``now`` (``laminar.sim.replica_drain``)
-            self._catch_up(now)
-            self.chain = []  # this was its last (or, woken, it is planned anew)
         if woken or self.seg_done or not self._lean:
             return self._step_any(now, woken)
         n, steps, kv = self.seg_n, self.steps, self.kv
@@ -212,11 +203,25 @@ class Replica(ReplicaOutside, ReplicaDrain):
                 top = heap[0]
             return self._plan_fast(now, top[0] - self.steps, b, kv)
         self.in_segment = True
-        fire_s = now + (self.seg_end - now)  # when a SimPy timeout of seg_end - now would fire
-        self.seg_fire_s = fire_s
-        if self._chains and not self.waiting:
-            return self._plan_chain(fire_s)  # woken at the next visible event instead
-        return fire_s
+        return now + (self.seg_end - now)  # when a SimPy timeout of seg_end - now would fire
+
+    def _plan_fast(self, now: float, n: int, b: int, kv: int) -> float:
+        """``_plan`` with no prefill, core sharing or series: a segment of ``b`` sequences
+        holding ``kv`` tokens, up to the next completion (``n`` steps away) or overflow."""
+        room = (self.capacity - kv) // b
+        if room < n:
+            n = room
+        busy = self.busy_until
+        if busy < now:
+            busy = now
+        self.busy_until = self.seg_t0 = busy
+        per_kv_s = self._per_kv_s
+        self.seg_a = a = self._fixed_by_batch_s[b] + kv * per_kv_s
+        self.seg_c = c = b * per_kv_s
+        self.seg_n, self.seg_done, self.seg_b, self.seg_kv0 = n, 0, b, kv
+        self.seg_end = busy + (n * a + c * (n * (n - 1) / 2))
+        self.in_segment = True
+        return now + (self.seg_end - now)  # when a SimPy timeout of seg_end - now would fire
 
     def assign(self, trajs: list[Trajectory]) -> None:
         """Queue new trajectories, generated with this replica's current weights."""
@@ -227,10 +232,6 @@ class Replica(ReplicaOutside, ReplicaDrain):
             t.replica = rid
             t.gen_start_s = now
         self.waiting.extend(trajs)
-        if self.chain:  # busy, with a drain planned for nobody waiting: end it at this segment
-            self._catch_up(now)  # (they are admitted when it ends, as without a plan)
-            self.chain = []
-            self.decoder.reschedule(self, self.seg_fire_s)
 
     def _busy(self, busy: bool) -> None:
         """Tell the cores this replica shares (if any) that it starts or stops decoding."""

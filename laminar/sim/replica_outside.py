@@ -19,10 +19,7 @@ class ReplicaOutside:
 
     def sync(self) -> None:
         """Bring the step counter and KV to the present (whole steps only)."""
-        now = self.env.now
-        if self.chain:  # a planned drain's segments before now (``replica_drain``)
-            self._catch_up(now)
-        self._apply(self._steps_by(now))
+        self._apply(self._steps_by(self.env.now))
 
     def wake(self) -> None:
         """Make the decoder re-plan it after an outside change (no-op when not decoding)."""
@@ -38,8 +35,6 @@ class ReplicaOutside:
 
     def trajectories(self) -> list[Trajectory]:
         """Unfinished trajectories held here: running (admission order), then waiting."""
-        if self.chain:
-            self._catch_up(self.env.now)
         return [*self.running.values(), *self.waiting]
 
     def kv_now(self) -> int:
@@ -47,10 +42,7 @@ class ReplicaOutside:
         return self.kv_at(self.env.now)
 
     def kv_at(self, now: float) -> int:
-        """KV tokens in use at ``now`` (the present, read once by the caller); so are the
-        running trajectories after it."""
-        if self.chain:
-            self._catch_up(now)
+        """KV tokens in use at ``now`` (the present, read once by the caller)."""
         if not self.in_segment or now <= self.seg_t0:
             return self.kv  # nothing decoded since the last applied step
         # ``_steps_by``, inlined (asked for every replica at every repack check)
@@ -70,8 +62,6 @@ class ReplicaOutside:
         the step-cost model and the slowdown bound a destination honours (§8.4).
         ``kv_tokens``: :meth:`kv_at` now, when the caller has just asked it (saves solving
         for the step again)."""
-        if self.chain:
-            self._catch_up(self.env.now)
         if kv_tokens is None:
             ahead = self._steps_by(self.env.now) - self.seg_done  # steps not yet applied
         else:  # kv_at = kv + ahead * seg_b
@@ -135,10 +125,7 @@ class ReplicaOutside:
             self.waiting.append(t)
 
     def stats_at(self) -> tuple[float, float, int]:
-        """(KV token-seconds, idle seconds, decoded tokens) up to now, changing no state but a
-        planned drain's progress (``laminar.sim.replica_drain``)."""
-        if self.chain:
-            self._catch_up(self.env.now)
+        """(KV token-seconds, idle seconds, decoded tokens) up to now, without changing state."""
         n = self._steps_by(self.env.now)
         a, c, kv0, b = self.seg_a, self.seg_c, self.seg_kv0, self.seg_b
         extra = kv_integral(n, a, c, kv0, b) - kv_integral(self.seg_done, a, c, kv0, b)
