@@ -1,6 +1,6 @@
 """Time the simulator (issue 4 speed goals).
 
-    python benchmarks/bench_sim.py [--repeats 3] [--quick] [--headline-only [--against DIR]]
+    python benchmarks/bench_sim.py [--repeats 3] [--quick] [--headline-only [--against DIR...]]
     python benchmarks/bench_sim.py --phases
 
 1. ``paper-math-7b`` at 1024 GPUs for 20 trainer steps, whole ``simulate()`` call (workload
@@ -10,6 +10,8 @@
    older ``laminar`` package, e.g. ``git archive main laminar | tar -x -C DIR``), each repeat
    also runs both modes on that code, in a fresh process per run, alternating with this
    code's, so a before/after ratio is measured side by side under the same machine load.
+   Several DIRs are timed in the same rotation; code older than the summary-only mode runs
+   the whole call only, which is then what this code's summary-only call is compared with.
    ``--phases``: where the summary-only headline's CPU time goes (the rollout manager's repack
    checks, prompt hand-out, trainer consumption, SimPy's own event loop), by timing those
    calls in place, next to the whole call.
@@ -30,6 +32,7 @@ table per part; copy them into benchmarks/RESULTS.md.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import statistics
@@ -62,11 +65,17 @@ SPEEDUP_CONFIGS = {
 }
 
 
+def has_summary_only() -> bool:
+    """Whether this ``simulate`` has the planner's summary-only mode (older code does not)."""
+    return "summary_only" in inspect.signature(simulate).parameters
+
+
 def timed(preset: str | None, overrides: list[str], *, summary_only: bool = False) -> dict:
     """Wall seconds of one ``simulate`` call, with the size of what it simulated."""
     cfg = load_config(preset=preset, overrides=overrides)
+    kwargs = {"summary_only": True} if summary_only else {}
     t0, c0 = time.perf_counter(), time.process_time()
-    result = simulate(cfg, summary_only=summary_only)
+    result = simulate(cfg, **kwargs)
     wall_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
     row = result.summary.iloc[0]
     return {
@@ -93,25 +102,56 @@ def _headline_in_process(src: str | None, summary_only: bool) -> dict:
     return json.loads(out.splitlines()[-1])
 
 
-def against(repeats: int, src: str) -> dict:
-    """Before/after on the headline: ``src``'s code and this checkout's, alternating."""
-    runs: dict[str, list[dict]] = {}
+def _summary_only_in(src: str) -> bool:
+    """Whether the code under ``src`` has ``simulate(..., summary_only=...)``."""
+    env = dict(os.environ, BENCH_SIM_SRC=src)
+    cmd = [sys.executable, __file__, "--has-summary-only"]
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.splitlines()[-1])
+
+
+def _medians(rs: list[dict]) -> dict:
+    return {
+        "cpu_s": statistics.median(r["cpu_s"] for r in rs),
+        "cpu_s_min": min(r["cpu_s"] for r in rs),  # the least disturbed by other jobs
+        "wall_s": statistics.median(r["wall_s"] for r in rs),
+        "cpu_s_all": [round(r["cpu_s"], 2) for r in rs],
+        "train_tokens_per_s": rs[0]["train_tokens_per_s"],
+        "trajectories": rs[0]["trajectories"],
+    }
+
+
+def against(repeats: int, srcs: list[str]) -> dict:
+    """Before/after on the headline: each of ``srcs``' code and this checkout's, alternating
+    (every repeat runs each version once per mode, in a fresh process each).
+
+    Code older than the planner's summary-only mode runs only the whole call; its ratio to
+    this code's summary-only call is then whole call before / summary-only after (what a
+    plan cost before that mode existed)."""
+    modes = {src: (False, True) if _summary_only_in(src) else (False,) for src in srcs}
+    runs: dict[tuple[str, bool], list[dict]] = {}
     for _ in range(repeats):
-        for label, where in (("before", src), ("after", None)):
-            for so in (False, True):
-                key = f"{label}_{'summary_only' if so else 'full'}"
-                runs.setdefault(key, []).append(_headline_in_process(where, so))
-    out = {}
-    for key, rs in runs.items():
-        out[key] = {
-            "cpu_s": statistics.median(r["cpu_s"] for r in rs),
-            "wall_s": statistics.median(r["wall_s"] for r in rs),
-            "cpu_s_all": [round(r["cpu_s"], 2) for r in rs],
-            "train_tokens_per_s": rs[0]["train_tokens_per_s"],
-            "trajectories": rs[0]["trajectories"],
+        for label, where, so_modes in [*((s, s, m) for s, m in modes.items()),
+                                       ("after", None, (False, True))]:  # fmt: skip
+            for so in so_modes:
+                runs.setdefault((label, so), []).append(_headline_in_process(where, so))
+    after = {"full": _medians(runs["after", False]),
+             "summary_only": _medians(runs["after", True])}  # fmt: skip
+    out: dict = {"after": after, "before": {}}
+    for src, so_modes in modes.items():
+        full = _medians(runs[src, False])
+        so = _medians(runs[src, True]) if True in so_modes else full
+        out["before"][src] = {
+            "full": full,
+            "summary_only": so,
+            "has_summary_only": True in so_modes,
+            "cpu_speedup_full": full["cpu_s"] / after["full"]["cpu_s"],
+            "cpu_speedup_summary_only": so["cpu_s"] / after["summary_only"]["cpu_s"],
+            "cpu_speedup_full_of_mins": full["cpu_s_min"] / after["full"]["cpu_s_min"],
+            "cpu_speedup_summary_only_of_mins": (
+                so["cpu_s_min"] / after["summary_only"]["cpu_s_min"]
+            ),
         }
-    for mode in ("full", "summary_only"):
-        out[f"cpu_speedup_{mode}"] = out[f"before_{mode}"]["cpu_s"] / out[f"after_{mode}"]["cpu_s"]
     return out
 
 
@@ -247,14 +287,18 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="fewer steps and sizes (smoke run)")
     ap.add_argument("--headline-only", action="store_true", help="part 1 only")
-    ap.add_argument("--against", metavar="DIR", help="with --headline-only: before/after, "
-                    "DIR holding the older laminar package")
+    ap.add_argument("--against", metavar="DIR", nargs="+", help="with --headline-only: "
+                    "before/after, each DIR holding an older laminar package")
     ap.add_argument("--phases", action="store_true", help="where the headline's time goes")
     ap.add_argument("--one-headline", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--has-summary-only", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--summary-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.phases:
         print(json.dumps({"phases": phases()}, indent=2))
+        return
+    if args.has_summary_only:  # a child of ``against``
+        print(json.dumps(has_summary_only()))
         return
     if args.one_headline:  # a child of ``against``
         print(json.dumps(timed("paper-math-7b", [], summary_only=args.summary_only)))

@@ -36,11 +36,15 @@ from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class TrajectoryState:
-    """One unfinished trajectory on a replica; ``kv_tokens`` is what it occupies (prompt+output)."""
+class TrajectoryState(NamedTuple):
+    """One unfinished trajectory on a replica; ``kv_tokens`` is what it occupies (prompt+output).
+
+    A named tuple (immutable, like the frozen records here) because an engine builds one per
+    trajectory of every candidate at every check: the simulator's 1024-GPU headline makes
+    ~150 K of them, and a tuple is built about three times faster than a frozen dataclass."""
 
     traj_id: str
     kv_tokens: int

@@ -70,7 +70,13 @@ class StalenessTracker:
     ) -> list[int]:
         """Record many consumed trajectories (one item of ``versions`` each, as for
         :meth:`record`); their staleness, in order."""
-        out = [staleness(consumer_version, v) for v in versions]
+        # a single version (every trajectory but a partial-rollout one) takes the short way
+        out = [
+            consumer_version - v
+            if type(v) is int and v <= consumer_version
+            else staleness(consumer_version, v)
+            for v in versions
+        ]
         self.counts.update(out)
         return out
 

@@ -9,7 +9,9 @@ the clock to it and handles it at once; otherwise it sleeps in SimPy until that 
 events from the rest of the cluster (trainer, relay, rollout manager, faults) still interleave
 in time order. ``Replica.wake`` queues the replica here; the decoder re-plans queued replicas
 before anything else, as SimPy ran the interrupts it replaces (urgent, in the order raised).
-A replica hands back to its own process only to go idle and refill.
+A replica hands back to its own process only to go idle and refill: while decoding, its process
+waits on the event ``replica.parked``, which the decoder triggers (urgently, where an interrupt
+would land, without the cost of building and throwing one).
 
 Ties (a segment ending at exactly the moment of another SimPy event) are handled after the
 other event; the per-process design ordered them by when each was scheduled.
@@ -25,7 +27,7 @@ import contextlib
 import itertools
 import math
 from collections import deque
-from heapq import heappop, heappush
+from heapq import heappop, heappush, heapreplace
 
 import simpy
 from simpy.events import NORMAL, URGENT
@@ -74,7 +76,11 @@ class Decoder:
         back to its process, to refill)."""
         if end_s is None:
             replica.decoder_seq = -1
-            replica.process.interrupt()
+            # Resume its process now, urgently: where and when an interrupt would (SimPy
+            # schedules one at URGENT with no delay), without building and throwing one.
+            ev = replica.parked
+            ev._ok, ev._value = True, None
+            self.env.schedule(ev, URGENT)
             return False
         seq = self._next_seq()
         replica.decoder_seq = seq
@@ -91,26 +97,32 @@ class Decoder:
                 r = woken.popleft()
                 if not push(r, r.step(env._now, True)):
                     yield from self._sleep(env._now, URGENT)  # its refill first (see _sleep)
-            if heap:
+            sleep_s, priority = math.inf, NORMAL  # an empty heap: until kicked
+            while heap:  # the segment ends due before any other scheduled event, in order
                 end_s, seq, r = heap[0]
                 if r.decoder_seq != seq:
                     heappop(heap)  # stale: re-planned or gone idle since
                     continue
-                if end_s <= env._now or not queue or end_s < queue[0][0]:
+                if end_s > env._now and queue and end_s >= queue[0][0]:
+                    sleep_s = end_s  # something else is scheduled first
+                    break
+                env._now = end_s  # nothing else is scheduled before it
+                # ``step`` touches no heap entry (wakes queue up in ``woken``), so the
+                # entry is still on top: replaced in one call once the next is planned
+                end_s = r.step(end_s, False)
+                if end_s is None:
                     heappop(heap)
-                    env._now = end_s  # nothing else is scheduled before it
-                    end_s = r.step(end_s, False)
-                    if end_s is None:
-                        push(r, None)
-                        yield from self._sleep(env._now, URGENT)
-                    else:  # ``_push``, inlined: once per segment
-                        seq = next_seq()
-                        r.decoder_seq = seq
-                        heappush(heap, (end_s, seq, r))
-                    continue
-            else:
-                end_s = math.inf
-            yield from self._sleep(end_s)
+                    push(r, None)
+                    sleep_s, priority = env._now, URGENT
+                    break
+                seq = next_seq()  # ``_push``, inlined: once per segment
+                r.decoder_seq = seq
+                heapreplace(heap, (end_s, seq, r))
+                if woken:
+                    sleep_s = None
+                    break
+            if sleep_s is not None:
+                yield from self._sleep(sleep_s, priority)
 
     def _sleep(self, until_s: float, priority=NORMAL):
         """A process body: park until ``until_s`` (inf: until kicked), or until kicked.

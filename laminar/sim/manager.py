@@ -69,7 +69,7 @@ class RolloutManager:
             # cheap tests first: an empty replica is idle, a full one never a candidate;
             # then is_candidate on a snapshot without trajectories, without building it
             if 0 < held < r.max_batch and kv_falling(kv, prev, r.capacity):
-                snaps.append(r.snapshot(prev, step_cost, max_step_slowdown))
+                snaps.append(r.snapshot(prev, step_cost, max_step_slowdown, kv))
         return snaps
 
     def after_update(self) -> None:

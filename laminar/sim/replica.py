@@ -19,7 +19,6 @@ present, changes it, then calls :meth:`wake` so it plans a new segment.
 
 from __future__ import annotations
 
-import contextlib
 from collections import deque
 from heapq import heappop, heappush
 
@@ -74,6 +73,8 @@ class Replica(ReplicaOutside):
         self.idle_since: float | None = None
         self.decoded_tokens = 0
         self.reprefill_tokens = 0
+        self.completed = 0  # trajectories finished here
+        self.preemptions = 0  # trajectories preempted here (KV full)
         self._series = cluster.series if cluster.cfg.sim.replica_series else None
         # Laminar and most baselines wait until a replica is empty to refill it: skip the
         # no-op call after every completion.
@@ -81,8 +82,10 @@ class Replica(ReplicaOutside):
         self._top_up = None if type(system).top_up is System.top_up else system.top_up
         # Decoding alone, with no core sharing or series: ``begin`` inlines ``_plan``.
         self._fast = self._share is None and self._series is None and not self.one_step
+        self._lean = self._fast and self._top_up is None  # ``step``'s fused path applies
         self.decoder = cluster.decoder
         self.decoder_seq = -1  # its live entry in the decoder's heap (-1: none)
+        self.parked: simpy.Event | None = None  # what its process waits on while decoding
         self.process = self.env.process(self.run())
 
     # The process --------------------------------------------------------------------------
@@ -104,13 +107,61 @@ class Replica(ReplicaOutside):
                 self.idle_since = None
                 self._busy(True)
                 continue
+            self.parked = parked = env.event()  # the decoder triggers it when done
             self.decoder.start(self)
-            with contextlib.suppress(simpy.Interrupt):
-                yield env.event()  # parked while the decoder runs its segments
+            yield parked  # while the decoder runs its segments
 
     def step(self, now: float, woken: bool) -> float | None:
         """End the current segment at ``now`` (``woken``: cut short by :meth:`wake`) and plan
-        the next (:meth:`begin`); called by the decoder."""
+        the next (:meth:`begin`); called by the decoder, once per completion: the bulk of a
+        run. The common case (a planned end, a replica with nothing else to call) runs
+        :meth:`_step_any`, :meth:`_complete` and :meth:`begin`'s fast path fused here, with the
+        counters in locals: the same arithmetic in the same order, so the same bits."""
+        if woken or self.seg_done or not self._lean:
+            return self._step_any(now, woken)
+        n, steps, kv = self.seg_n, self.steps, self.kv
+        if n > 0:
+            a, c, kv0, b = self.seg_a, self.seg_c, self.seg_kv0, self.seg_b
+            s1 = n * (n - 1) / 2
+            s2 = (n - 1) * n * (2 * n - 1) / 6
+            self.kv_token_s += a * kv0 * n + (a * b + c * kv0) * s1 + c * b * s2
+            self.steps = steps = steps + n
+            kb = n * b
+            kv += kb
+            self.decoded_tokens += kb
+            self.seg_done = n
+        self.in_segment = False
+        heap, running = self.heap, self.running
+        done = freed = 0
+        while heap and heap[0][0] <= steps:  # ``_complete``
+            _, seq, t = heappop(heap)
+            if t.heap_seq != seq:
+                continue
+            del running[t.tid]
+            done += 1
+            r = t.response_len
+            freed += t.prompt_len + r
+            t.generated, t.heap_seq, t.gen_end_s = r, -1, now
+            g = t.group
+            g.remaining -= 1
+            if g.remaining == 0:  # the whole GRPO group is done: into the experience buffer
+                self.kv = kv - freed  # deliver may look at this replica
+                freed = 0
+                self.cluster.system.deliver(self.cluster, g)
+                kv = self.kv
+        self.kv = kv = kv - freed
+        self.completed += done
+        b = len(running)
+        if not b or self.waiting or kv + b > self.capacity:
+            return self.begin(now)  # idle, admission or preemption: the general path
+        top = heap[0]
+        while top[2].heap_seq != top[1]:
+            heappop(heap)  # stale: preempted or moved since it was pushed
+            top = heap[0]
+        return self._plan_fast(now, top[0] - steps, b, kv)
+
+    def _step_any(self, now: float, woken: bool) -> float | None:
+        """:meth:`step` in general (see there)."""
         if woken:
             self._wake_pending = False
         elif self.seg_done:  # brought forward by a ``sync`` without a wake
@@ -150,19 +201,25 @@ class Replica(ReplicaOutside):
             while top[2].heap_seq != top[1]:
                 heappop(heap)  # stale: preempted or moved since it was pushed
                 top = heap[0]
-            n = top[0] - self.steps
-            room = (self.capacity - kv) // b
-            if room < n:
-                n = room
-            busy = self.busy_until
-            if busy < now:
-                busy = now
-            self.busy_until = self.seg_t0 = busy
-            per_kv_s = self._per_kv_s
-            self.seg_a = a = self._fixed_by_batch_s[b] + kv * per_kv_s
-            self.seg_c = c = b * per_kv_s
-            self.seg_n, self.seg_done, self.seg_b, self.seg_kv0 = n, 0, b, kv
-            self.seg_end = busy + (n * a + c * (n * (n - 1) / 2))
+            return self._plan_fast(now, top[0] - self.steps, b, kv)
+        self.in_segment = True
+        return now + (self.seg_end - now)  # when a SimPy timeout of seg_end - now would fire
+
+    def _plan_fast(self, now: float, n: int, b: int, kv: int) -> float:
+        """``_plan`` with no prefill, core sharing or series: a segment of ``b`` sequences
+        holding ``kv`` tokens, up to the next completion (``n`` steps away) or overflow."""
+        room = (self.capacity - kv) // b
+        if room < n:
+            n = room
+        busy = self.busy_until
+        if busy < now:
+            busy = now
+        self.busy_until = self.seg_t0 = busy
+        per_kv_s = self._per_kv_s
+        self.seg_a = a = self._fixed_by_batch_s[b] + kv * per_kv_s
+        self.seg_c = c = b * per_kv_s
+        self.seg_n, self.seg_done, self.seg_b, self.seg_kv0 = n, 0, b, kv
+        self.seg_end = busy + (n * a + c * (n * (n - 1) / 2))
         self.in_segment = True
         return now + (self.seg_end - now)  # when a SimPy timeout of seg_end - now would fire
 
@@ -227,6 +284,7 @@ class Replica(ReplicaOutside):
             self.kv -= t.prompt_len + t.generated
             t.heap_seq = -1
             t.preemptions += 1
+            self.preemptions += 1
             self.waiting.appendleft(t)
 
     def _plan(self, prefill_s: float, now: float) -> int:
@@ -320,4 +378,5 @@ class Replica(ReplicaOutside):
                 freed = 0
                 cluster.system.deliver(cluster, g)
         self.kv -= freed
+        self.completed += done
         return done

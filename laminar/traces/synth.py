@@ -8,6 +8,8 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from laminar.errors import LaminarError
 from laminar.traces.presets import PARAM_BOUNDS, SynthParams, all_presets
@@ -84,6 +86,13 @@ def check_shape(**shape: int) -> None:
         )
 
 
+def _finish_reasons(truncated: np.ndarray) -> pd.api.extensions.ExtensionArray:
+    """``"length"`` where truncated, else ``"stop"``, as a pandas string array. Built by Arrow:
+    from a NumPy array of Python-visible strings, pandas converts element by element (75 ms for
+    the 1024-GPU headline's 344 K rows, 4 ms this way; same dtype and values)."""
+    return pd.array(pc.if_else(pa.array(truncated), "length", "stop"), dtype="string")
+
+
 def synthesize(
     preset: str,
     *,
@@ -124,9 +133,7 @@ def synthesize(
             "sample_index": np.tile(np.arange(n, dtype="int64"), groups),
             "prompt_len": np.repeat(prompt, n),
             "response_len": response,
-            "finish_reason": pd.array(
-                np.where(response >= max_response_len, "length", "stop"), dtype="string"
-            ),
+            "finish_reason": _finish_reasons(response >= max_response_len),
         }
     )
     if p.tool_calls_mean > 0:

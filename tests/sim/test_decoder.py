@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-
 import simpy
 
 from laminar.sim.decoder import Decoder
@@ -22,9 +20,9 @@ class FakeReplica:
 
     def run(self):
         while True:
+            self.parked = parked = self.env.event()  # the decoder triggers it to hand back
             self.decoder.start(self)
-            with contextlib.suppress(simpy.Interrupt):
-                yield self.env.event()
+            yield parked
             self.handed_back_s.append(self.env.now)
             self.log.append((self.env.now, self.name + " idle", False))
             return
