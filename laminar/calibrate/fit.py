@@ -12,8 +12,9 @@ Terms, each fitted by ``scipy.optimize.least_squares`` with coefficients >= 0:
   (``separable_modes``; beta = 0 for sync): R is the number of the mode's rollouts pinned to
   the step's cores, itself included (``machine.json``'s ``rollout_cpus``). A laminar rollout's
   control loop runs on its engine's cores whether or not it decodes (``rollout.py:
-  _laminar_loop`` polls the weight store and the prompt pool every 10 ms), so each costs its
-  cores' engines the same beta; sync rollouts have no such loop. One such load per rollout
+  _laminar_loop`` polls the weight store every 10 ms and asks the prompt pool for work,
+  ``asking.py``), so each costs its cores' engines the same beta; sync rollouts have no
+  such loop. One such load per rollout
   is what lets a two-rollout calibration predict a one-rollout job. Then times
   ``decode_base_s + decode_per_seq_s x sequences decoded + decode_per_kv_token_s x KV
   tokens + prefill_per_token_s x prompt tokens prefilled in the step``. vLLM prefills inside a
