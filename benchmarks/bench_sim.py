@@ -12,6 +12,8 @@
    code's, so a before/after ratio is measured side by side under the same machine load.
    Several DIRs are timed in the same rotation; code older than the summary-only mode runs
    the whole call only, which is then what this code's summary-only call is compared with.
+   ``--against pure`` is this checkout with its mypyc-compiled modules off
+   (``laminar.sim.native``, ``LAMINAR_SIM_NATIVE=0``).
    ``--phases``: where the summary-only headline's CPU time goes (the rollout manager's repack
    checks, prompt hand-out, trainer consumption, SimPy's own event loop), by timing those
    calls in place, next to the whole call.
@@ -65,6 +67,18 @@ SPEEDUP_CONFIGS = {
 }
 
 
+PURE = "pure"  # ``--against pure``: this checkout with its compiled modules off
+
+
+def native_status() -> str:
+    """Which simulator modules this process runs: compiled (``laminar.sim.native``) or not."""
+    try:
+        from laminar.sim import native
+    except ImportError:  # older code
+        return "(older code: none)"
+    return native.status()
+
+
 def has_summary_only() -> bool:
     """Whether this ``simulate`` has the planner's summary-only mode (older code does not)."""
     return "summary_only" in inspect.signature(simulate).parameters
@@ -86,6 +100,7 @@ def timed(preset: str | None, overrides: list[str], *, summary_only: bool = Fals
         "train_tokens_per_s": float(row["train_tokens_per_s"]),
         "decoded_tokens": int(row["decoded_tokens"]),
         "segments": len(result.replicas),
+        "native": native_status(),
         "sim_time_s": float(row["sim_time_s"]),
         "steps": int(row["steps"]),
     }
@@ -95,6 +110,8 @@ def _headline_in_process(src: str | None, summary_only: bool) -> dict:
     """One headline run in a fresh interpreter, on the ``laminar`` package under ``src`` (None:
     this checkout's), so old and new code never share a process."""
     env = dict(os.environ, BENCH_SIM_SRC=src or "")
+    if src == PURE:  # this checkout, its compiled modules off (``laminar.sim.native``)
+        env.update(BENCH_SIM_SRC="", LAMINAR_SIM_NATIVE="0")
     cmd = [sys.executable, __file__, "--one-headline"]
     if summary_only:
         cmd.append("--summary-only")
@@ -104,6 +121,8 @@ def _headline_in_process(src: str | None, summary_only: bool) -> dict:
 
 def _summary_only_in(src: str) -> bool:
     """Whether the code under ``src`` has ``simulate(..., summary_only=...)``."""
+    if src == PURE:
+        return True
     env = dict(os.environ, BENCH_SIM_SRC=src)
     cmd = [sys.executable, __file__, "--has-summary-only"]
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
@@ -118,6 +137,7 @@ def _medians(rs: list[dict]) -> dict:
         "cpu_s_all": [round(r["cpu_s"], 2) for r in rs],
         "train_tokens_per_s": rs[0]["train_tokens_per_s"],
         "trajectories": rs[0]["trajectories"],
+        "native": rs[0].get("native", "(older code: none)"),
     }
 
 
@@ -288,7 +308,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer steps and sizes (smoke run)")
     ap.add_argument("--headline-only", action="store_true", help="part 1 only")
     ap.add_argument("--against", metavar="DIR", nargs="+", help="with --headline-only: "
-                    "before/after, each DIR holding an older laminar package")
+                    "before/after, each DIR holding an older laminar package ('pure': this "
+                    "checkout without its compiled modules)")
     ap.add_argument("--phases", action="store_true", help="where the headline's time goes")
     ap.add_argument("--one-headline", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--has-summary-only", action="store_true", help=argparse.SUPPRESS)

@@ -4,6 +4,10 @@
 workload and GPUs; ``SimResult.write(dir)`` writes the run directory. See ``laminar.sim.api``.
 """
 
-from laminar.sim.api import SimResult, simulate
+from laminar.sim import native
+
+native.install()  # the compiled hot modules, when built and fresh: before anything imports them
+
+from laminar.sim.api import SimResult, simulate  # noqa: E402
 
 __all__ = ["SimResult", "simulate"]

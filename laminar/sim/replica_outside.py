@@ -8,6 +8,8 @@ present, changes it, then calls :meth:`wake` so the decoder re-plans it.
 from __future__ import annotations
 
 import math
+from collections import deque
+from typing import Any
 
 from laminar.policy.repack import ReplicaState, StepCost, TrajectoryState
 from laminar.sim.decode import kv_integral, steps_within
@@ -16,6 +18,42 @@ from laminar.sim.pools import Trajectory
 
 class ReplicaOutside:
     """Mixed into :class:`~laminar.sim.replica.Replica`; uses its state and mechanism."""
+
+    # The state it uses, declared for type checkers and for mypyc (``laminar.sim.native``),
+    # which compiles a class's attributes to typed slots; set by ``Replica.__init__``.
+    env: Any
+    cluster: Any
+    decoder: Any
+    rid: str
+    version: int
+    capacity: int
+    max_batch: int
+    running: dict[int, Trajectory]
+    heap: list[tuple[int, int, Trajectory]]
+    waiting: deque[Trajectory]
+    steps: int
+    kv: int
+    seg_t0: float
+    seg_end: float
+    seg_a: float
+    seg_c: float
+    seg_n: int
+    seg_done: int
+    seg_b: int
+    seg_kv0: int
+    busy_until: float
+    in_segment: bool
+    _wake_pending: bool
+    kv_token_s: float
+    idle_s: float
+    idle_since: float | None
+    decoded_tokens: int
+
+    def _apply(self, n: int) -> None:
+        raise NotImplementedError  # ``Replica._apply``
+
+    def _steps_by(self, now: float) -> int:
+        raise NotImplementedError  # ``Replica._steps_by``
 
     def sync(self) -> None:
         """Bring the step counter and KV to the present (whole steps only)."""

@@ -7,6 +7,8 @@ with (§6). Version v is the weights after v updates; rollouts start at version 
 
 from __future__ import annotations
 
+from typing import Any
+
 import simpy
 
 from laminar.policy.staleness import StalenessTracker
@@ -15,7 +17,7 @@ from laminar.policy.staleness import StalenessTracker
 class Trainer:
     """The trainer GPUs of the cluster and their SimPy process."""
 
-    def __init__(self, cluster):
+    def __init__(self, cluster: Any) -> None:
         self.env: simpy.Environment = cluster.env
         self.cluster = cluster
         self.version = 0
@@ -57,7 +59,7 @@ class Trainer:
             system.after_update(cluster, self.version)
         self.done.succeed()
 
-    def _consume(self, groups) -> tuple[list[int], list[int]]:
+    def _consume(self, groups: list[Any]) -> tuple[list[int], list[int]]:
         """Mark every trajectory of ``groups`` consumed now; their lengths and staleness."""
         now, version = self.env.now, self.version
         lens: list[int] = []
