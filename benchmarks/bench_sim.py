@@ -13,7 +13,7 @@
    Several DIRs are timed in the same rotation; code older than the summary-only mode runs
    the whole call only, which is then what this code's summary-only call is compared with.
    ``--against pure`` is this checkout with its mypyc-compiled modules off
-   (``laminar.sim.native``, ``LAMINAR_SIM_NATIVE=0``).
+   (``laminar.native``, ``LAMINAR_NATIVE=0``).
    ``--phases``: where the summary-only headline's CPU time goes (the rollout manager's repack
    checks, prompt hand-out, trainer consumption, SimPy's own event loop), by timing those
    calls in place, next to the whole call.
@@ -71,9 +71,9 @@ PURE = "pure"  # ``--against pure``: this checkout with its compiled modules off
 
 
 def native_status() -> str:
-    """Which simulator modules this process runs: compiled (``laminar.sim.native``) or not."""
+    """Which simulator modules this process runs: compiled (``laminar.native``) or not."""
     try:
-        from laminar.sim import native
+        from laminar import native
     except ImportError:  # older code
         return "(older code: none)"
     return native.status()
@@ -110,8 +110,8 @@ def _headline_in_process(src: str | None, summary_only: bool) -> dict:
     """One headline run in a fresh interpreter, on the ``laminar`` package under ``src`` (None:
     this checkout's), so old and new code never share a process."""
     env = dict(os.environ, BENCH_SIM_SRC=src or "")
-    if src == PURE:  # this checkout, its compiled modules off (``laminar.sim.native``)
-        env.update(BENCH_SIM_SRC="", LAMINAR_SIM_NATIVE="0")
+    if src == PURE:  # this checkout, its compiled modules off (``laminar.native``)
+        env.update(BENCH_SIM_SRC="", LAMINAR_NATIVE="0")
     cmd = [sys.executable, __file__, "--one-headline"]
     if summary_only:
         cmd.append("--summary-only")

@@ -7,4 +7,9 @@ Three layers share one set of decisions:
 - ``laminar.runtime``: the real system on Ray that asks the same policy layer.
 """
 
+from laminar import native as _native
+
 __version__ = "0.1.0"
+
+# The compiled hot modules (``laminar.native``), when built and fresh: before anything imports them.
+_native.install()

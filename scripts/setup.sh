@@ -8,9 +8,9 @@ VENV=${VENV:-.venv}
 "$PY" -m venv "$VENV"
 "$VENV/bin/pip" install -q --upgrade pip
 "$VENV/bin/pip" install -q -e '.[runtime,dev,native]'
-# The simulator's hot modules compiled with mypyc (laminar/sim/native.py); without a C compiler
+# The simulator's hot modules compiled with mypyc (laminar/native.py); without a C compiler
 # the simulator runs them as pure Python, with the same results.
-"$VENV/bin/python" -m laminar.sim.native_build build \
+"$VENV/bin/python" -m laminar.native_build build \
     || echo "warning: compiled simulator modules not built; the simulator runs pure Python" >&2
 # PyPI's torchvision/torchaudio are CUDA-linked and break `import vllm` on CPU; text-only vLLM
 # does not need them (see docs/runtime-notes in README).

@@ -4,10 +4,6 @@
 workload and GPUs; ``SimResult.write(dir)`` writes the run directory. See ``laminar.sim.api``.
 """
 
-from laminar.sim import native
-
-native.install()  # the compiled hot modules, when built and fresh: before anything imports them
-
-from laminar.sim.api import SimResult, simulate  # noqa: E402
+from laminar.sim.api import SimResult, simulate
 
 __all__ = ["SimResult", "simulate"]

@@ -19,7 +19,7 @@ from laminar.sim.pools import Trajectory
 class ReplicaOutside:
     """Mixed into :class:`~laminar.sim.replica.Replica`; uses its state and mechanism."""
 
-    # The state it uses, declared for type checkers and for mypyc (``laminar.sim.native``),
+    # The state it uses, declared for type checkers and for mypyc (``laminar.native``),
     # which compiles a class's attributes to typed slots; set by ``Replica.__init__``.
     env: Any
     cluster: Any

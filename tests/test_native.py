@@ -1,4 +1,4 @@
-"""The compiled simulator modules (``laminar.sim.native``): loaded only when fresh, same bits."""
+"""The compiled simulator modules (``laminar.native``): loaded only when fresh, same bits."""
 
 from __future__ import annotations
 
@@ -11,16 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from laminar.sim import native
+from laminar import native
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 # A small run of every mechanism the compiled modules carry: repack moves, KV-bound
 # preemption, several systems; its summary and trajectory table as exact text.
 PROBE = """
 import hashlib, json, sys
 from laminar.config import load_config
-from laminar.sim import native, simulate
+from laminar import native
+from laminar.sim import simulate
 import laminar.sim.replica as replica
 cfg = load_config(preset="paper-math-7b", overrides=[
     "cluster.gpus=64", "workload.prompts_per_step=32", "workload.steps=3",

@@ -1,4 +1,4 @@
-"""Build (mypyc), report and remove the compiled simulator modules of :mod:`laminar.sim.native`."""
+"""Build (mypyc), report and remove the compiled simulator modules of :mod:`laminar.native`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from laminar.sim.native import (
+from laminar.native import (
     GROUP,
     MANIFEST,
     MODULES,
@@ -29,7 +29,7 @@ def build(native_dir: Path = NATIVE_DIR, root: Path = PACKAGE_ROOT, quiet: bool 
         from setuptools import Distribution
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise SystemExit(
-            "laminar.sim.native: building needs mypy and setuptools "
+            "laminar.native: building needs mypy and setuptools "
             f"(pip install -e '.[native]'): {e}"
         ) from e
     sources = [source_path(m, root) for m in MODULES]
@@ -46,7 +46,7 @@ def build(native_dir: Path = NATIVE_DIR, root: Path = PACKAGE_ROOT, quiet: bool 
                 target_dir=str(Path(tmp) / "c"),
                 verbose=not quiet,
             )
-            dist = Distribution({"name": "laminar-sim-native", "ext_modules": exts})
+            dist = Distribution({"name": "laminar-native", "ext_modules": exts})
             dist.script_args = [
                 "build_ext", "--build-lib", str(Path(tmp) / "lib"),
                 "--build-temp", str(Path(tmp) / "tmp"),
@@ -109,15 +109,15 @@ def clean(native_dir: Path = NATIVE_DIR) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m laminar.sim.native_build",
-        description="Compile the simulator's hot modules with mypyc (laminar.sim.native).",
+        prog="python -m laminar.native_build",
+        description="Compile the simulator's hot modules with mypyc (laminar.native).",
     )
     ap.add_argument("command", nargs="?", default="build", choices=("build", "status", "clean"))
     ap.add_argument("-v", "--verbose", action="store_true", help="show the compiler's output")
     args = ap.parse_args(argv)
     if args.command == "build":
         path = build(quiet=not args.verbose)
-        print(f"laminar.sim.native: built {len(MODULES)} modules in {path.parent}")
+        print(f"laminar.native: built {len(MODULES)} modules in {path.parent}")
     elif args.command == "clean":
         print(("removed " if clean() else "nothing to remove: ") + str(NATIVE_DIR))
     else:

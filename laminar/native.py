@@ -1,19 +1,23 @@
 """The simulator's hot modules compiled with mypyc, used when built and fresh; else pure Python.
 
-The decode loop (``replica``, ``decoder``, ``decode``), the trajectory records (``pools``), the
-rollout manager's repack checks (``manager``) and the trainer's consumption (``trainer``) are
-per-segment and per-trajectory Python: ~200 K segment ends in the 1024-GPU headline. mypyc
-compiles the same source files, unchanged, to C extensions (native classes, typed attributes),
-which runs them about twice as fast with the same arithmetic, so the same bits
-(``tests/sim/test_native.py``; ``benchmarks/RESULTS.md``).
+The simulator's decode loop (``replica``, ``decoder``, ``decode``), its trajectory records
+(``pools``), the rollout manager's repack checks (``manager``) and the trainer's consumption
+(``trainer``) are per-segment and per-trajectory Python: ~200 K segment ends in the 1024-GPU
+headline. mypyc compiles the same source files, unchanged, to C extensions (native classes,
+typed attributes), which runs them about 1.6x as fast with the same arithmetic, so the same bits
+(``tests/test_native.py``; ``benchmarks/RESULTS.md``). The hook is installed from
+``laminar/__init__.py``, before any of them can be imported, so every process of a checkout
+runs the same modules whatever it imports first. (The policy layer stays pure Python: compiling
+``laminar.policy.repack`` too gained nothing measurable, and its frozen records would no longer
+unpickle the default way.)
 
-Built on request, never at run time: ``python -m laminar.sim.native_build`` (``scripts/setup.sh``
+Built on request, never at run time: ``python -m laminar.native_build`` (``scripts/setup.sh``
 does it; it needs the ``native`` extra, mypy, and a C compiler) writes the extensions and a
-manifest of their sources' hashes to ``laminar/sim/_native/``. They are kept apart from the
+manifest of their sources' hashes to ``laminar/_native/``. They are kept apart from the
 sources, so an edited source is never shadowed by an old build: the import hook below loads the
 build only while every compiled source still matches its hash (and the interpreter is the one it
-was built for), and otherwise warns once and runs the pure Python. ``LAMINAR_SIM_NATIVE=0``
-turns the build off; ``python -m laminar.sim.native_build status`` says which one a process runs.
+was built for), and otherwise warns once and runs the pure Python. ``LAMINAR_NATIVE=0``
+turns the build off; ``python -m laminar.native_build status`` says which one a process runs.
 """
 
 from __future__ import annotations
@@ -39,9 +43,9 @@ MODULES = (
     "laminar.sim.manager",
     "laminar.sim.trainer",
 )
-GROUP = "laminar_sim_native"  # mypyc's shared library: the module ``laminar_sim_native__mypyc``
-ENV = "LAMINAR_SIM_NATIVE"
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # holds the ``laminar`` package
+GROUP = "laminar_native"  # mypyc's shared library: the module ``laminar_native__mypyc``
+ENV = "LAMINAR_NATIVE"
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # holds the ``laminar`` package
 NATIVE_DIR = Path(__file__).resolve().parent / "_native"
 MANIFEST = "manifest.json"
 
@@ -81,7 +85,7 @@ def check(native_dir: Path = NATIVE_DIR, root: Path = PACKAGE_ROOT) -> tuple[dic
         return None, f"{ENV}=0: pure Python"
     manifest_path = native_dir / MANIFEST
     if not manifest_path.is_file():
-        return None, "not built (python -m laminar.sim.native_build): pure Python"
+        return None, "not built (python -m laminar.native_build): pure Python"
     try:
         manifest = json.loads(manifest_path.read_text())
         modules, abi = dict(manifest["modules"]), str(manifest["abi"])
@@ -98,7 +102,7 @@ def check(native_dir: Path = NATIVE_DIR, root: Path = PACKAGE_ROOT) -> tuple[dic
         if not src.is_file() or _sha256(src) != entry["sha256"]:
             return None, (
                 f"{src.relative_to(root)} changed since the build: pure Python "
-                "(rebuild: python -m laminar.sim.native_build)"
+                "(rebuild: python -m laminar.native_build)"
             )
         files[name] = native_dir / entry["file"]
     files[group_name] = native_dir / group_file
@@ -119,7 +123,7 @@ def install() -> bool:
     if files is not None:
         sys.meta_path.insert(0, _Finder(files))
     elif "changed since the build" in reason or "built for" in reason:
-        warnings.warn(f"laminar.sim.native: {reason}", RuntimeWarning, stacklevel=2)
+        warnings.warn(f"laminar.native: {reason}", RuntimeWarning, stacklevel=2)
     _state.update(active=files is not None, reason=reason)
     return files is not None
 
