@@ -72,10 +72,14 @@ PURE = "pure"  # ``--against pure``: this checkout with its compiled modules off
 
 def native_status() -> str:
     """Which simulator modules this process runs: compiled (``laminar.native``) or not."""
+    import laminar
+
     try:
         from laminar import native
-    except ImportError:  # older code
+    except ImportError:
         return "(older code: none)"
+    if os.path.dirname(native.__file__) != os.path.dirname(laminar.__file__):
+        return "(older code: none)"  # an editable install's hook found this checkout's module
     return native.status()
 
 
