@@ -184,6 +184,54 @@ def per_setting(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def noise_floor(df: pd.DataFrame, *, bound: float = 0.10, draws: int = 20000,
+                seed: int = 0) -> pd.DataFrame:
+    """How often a *perfect* model would meet the criterion, given the runs' own spread.
+
+    Per setting, 5 runs (its repeat count) are drawn with replacement from its measured runs and
+    their median compared with the median of all of them (the setting's best estimate of its
+    true figure): the share of draws within ``bound`` on train tokens/s and step time together.
+    The last row (``all rows``) is the share of draws meeting it in every setting at once. Also
+    the run-to-run coefficient of variation, measured and predicted (the prediction replays each
+    run's own lengths, so its spread is what the workload explains)."""
+    rng = np.random.default_rng(seed)
+    rows, every = [], np.ones(draws, dtype=bool)
+    for setting, g in df.groupby("setting", sort=False):
+        n = len(g)
+        pick = rng.integers(0, n, size=(draws, n))
+        ok = np.ones(draws, dtype=bool)
+        for k in ("train_tokens_per_s", "step_time_s"):
+            m = g[f"measured_{k}"].to_numpy()
+            med = np.median(m[pick], axis=1)
+            ok &= np.abs(med / np.median(m) - 1) <= bound
+        every &= ok
+        t = g["measured_train_tokens_per_s"]
+        pt = g["predicted_train_tokens_per_s"]
+        rows.append({"setting": setting, "repeats": n,
+                     "measured_cv": t.std() / t.mean(), "predicted_cv": pt.std() / pt.mean(),
+                     "p_within": ok.mean()})  # fmt: skip
+    rows.append({"setting": "all rows", "repeats": np.nan, "measured_cv": np.nan,
+                 "predicted_cv": np.nan, "p_within": every.mean()})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def noise_markdown(noise: pd.DataFrame, bound: float = 0.10) -> list[str]:
+    lines = ["", f"Run-to-run noise (`noise_floor`): the chance that a perfect model meets "
+             f"\"within {bound:.0%} on train tokens/s and step time\" on medians of this many "
+             "repeats, resampling the measured runs; CV = standard deviation / mean of train "
+             "tokens/s over the repeats, measured and predicted (the prediction's spread is the "
+             "workload's: it replays each run's lengths).", "",
+             "| setting | CV measured | CV predicted | perfect model within bound |",
+             "|---|---|---|---|"]  # fmt: skip
+    for _, r in noise.iterrows():
+        if r["setting"] == "all rows":
+            lines.append(f"| **every row at once** | | | **{r['p_within']:.0%}** |")
+        else:
+            lines.append(f"| {r['setting']} | {r['measured_cv']:.1%} | {r['predicted_cv']:.1%} "
+                         f"| {r['p_within']:.0%} |")
+    return lines
+
+
 def _pct(x: float) -> str:
     return "-" if not np.isfinite(x) else f"{x:+.0%}"
 
@@ -194,7 +242,8 @@ def _fmt(v: float, metric: str) -> str:
     return f"{v:.2f}"
 
 
-def results_markdown(settings: pd.DataFrame, fits: list[Fit]) -> str:
+def results_markdown(settings: pd.DataFrame, fits: list[Fit],
+                     noise: pd.DataFrame | None = None) -> str:
     """The generated section of docs/fidelity.md: tables of predicted vs measured."""
     lines = ["Measured: median of the repeats [min, max]. Predicted: the simulator with the "
              "calibrated cost file, replaying the run's own response lengths; error = "
@@ -228,6 +277,8 @@ def results_markdown(settings: pd.DataFrame, fits: list[Fit]) -> str:
         lines.append(cells)
     lines += ["", "Ranking (train tokens/s ratio, measured vs predicted):", ""]
     lines += _rankings(settings)
+    if noise is not None:
+        lines += noise_markdown(noise)
     lines += ["", "Fit of the calibration runs (`laminar calibrate`):", "", "```",
               fit_table(fits), "```"]  # fmt: skip
     return "\n".join(lines)
@@ -250,10 +301,19 @@ def _rankings(settings: pd.DataFrame) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--runs", required=True, help="output directory of fidelity_runs.py")
+    p.add_argument("--runs", help="output directory of fidelity_runs.py")
     p.add_argument("--data", default="docs/fidelity", help="where results go")
     p.add_argument("--doc", default="docs/fidelity.md", help="page whose results section to fill")
+    p.add_argument("--noise", nargs="+", metavar="RUNS_CSV", help="only the run-to-run noise "
+                   "table of earlier results (their runs.csv), one per campaign")
     args = p.parse_args(argv)
+    if args.noise:
+        for path in args.noise:
+            print(f"\n{path}")
+            print("\n".join(noise_markdown(noise_floor(pd.read_csv(path)))))
+        return 0
+    if not args.runs:
+        p.error("--runs is required (or --noise)")
     runs = run_dirs(Path(args.runs))
     data = Path(args.data)
     data.mkdir(parents=True, exist_ok=True)
@@ -275,8 +335,9 @@ def main(argv: list[str] | None = None) -> int:
     text = doc.read_text() if doc.exists() else f"# Simulator fidelity\n\n{BEGIN}\n{END}\n"
     head, rest = text.split(BEGIN, 1)
     tail = rest.split(END, 1)[1]
-    doc.write_text(f"{head}{BEGIN}\n{results_markdown(settings, fits)}\n{END}{tail}")
-    print(results_markdown(settings, fits))
+    noise = noise_floor(df)
+    doc.write_text(f"{head}{BEGIN}\n{results_markdown(settings, fits, noise)}\n{END}{tail}")
+    print(results_markdown(settings, fits, noise))
     return 0
 
 
