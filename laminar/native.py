@@ -22,11 +22,8 @@ turns the build off; ``python -m laminar.native_build status`` says which one a 
 
 from __future__ import annotations
 
-import hashlib
-import importlib.abc
 import importlib.machinery
 import importlib.util
-import json
 import os
 import sys
 import sysconfig
@@ -55,6 +52,8 @@ def source_path(module: str, root: Path = PACKAGE_ROOT) -> Path:
 
 
 def _sha256(path: Path) -> str:
+    import hashlib  # here, not at the top: ~2 ms of every process's start when nothing is built
+
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -62,8 +61,10 @@ def _abi() -> str:
     return f"{sys.implementation.cache_tag}{sysconfig.get_config_var('EXT_SUFFIX')}"
 
 
-class _Finder(importlib.abc.MetaPathFinder):
-    """Finds the compiled modules (and mypyc's shared library) in the build directory."""
+class _Finder:
+    """Finds the compiled modules (and mypyc's shared library) in the build directory (a
+    ``sys.meta_path`` finder; not an ``importlib.abc`` subclass, whose import costs ~6 ms of
+    every process's start)."""
 
     def __init__(self, files: dict[str, Path]):
         self.files = files
@@ -79,13 +80,19 @@ class _Finder(importlib.abc.MetaPathFinder):
 _state: dict[str, object] = {"active": False, "reason": "not looked for yet"}
 
 
+def _switched_off() -> bool:
+    return os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off")
+
+
 def check(native_dir: Path = NATIVE_DIR, root: Path = PACKAGE_ROOT) -> tuple[dict | None, str]:
     """(the build's module -> file map, or None; why not / what it is)."""
-    if os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off"):
+    if _switched_off():
         return None, f"{ENV}=0: pure Python"
     manifest_path = native_dir / MANIFEST
     if not manifest_path.is_file():
         return None, "not built (python -m laminar.native_build): pure Python"
+    import json
+
     try:
         manifest = json.loads(manifest_path.read_text())
         modules, abi = dict(manifest["modules"]), str(manifest["abi"])
@@ -117,12 +124,10 @@ def install() -> bool:
     if _state["reason"] != "not looked for yet":
         return bool(_state["active"])
     files, reason = check()
-    already = [m for m in MODULES if m in sys.modules]
-    if files is not None and already:
-        files, reason = None, f"{already[0]} was imported before the build could load: pure Python"
     if files is not None:
         sys.meta_path.insert(0, _Finder(files))
-    elif "changed since the build" in reason or "built for" in reason:
+    elif not _switched_off() and (NATIVE_DIR / MANIFEST).is_file():
+        # a build is there but unusable (stale, foreign, broken): say so once
         warnings.warn(f"laminar.native: {reason}", RuntimeWarning, stacklevel=2)
     _state.update(active=files is not None, reason=reason)
     return files is not None
