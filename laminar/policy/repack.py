@@ -26,17 +26,19 @@ Contract (property tests in ``tests/policy/test_repack.py`` assert each line):
 The paper's Best-Fit is O(|S|^2). Here destinations are kept sorted by load, so a source takes
 the first feasible one from the front; a destination too full for one source is too full for
 every later (larger) source and is dropped for good, which keeps the scan short in practice
-(the worst case stays O(|S|^2); ``benchmarks/bench_policy.py`` times both).
+(the worst case stays O(|S|^2); ``benchmarks/bench_policy.py`` times both). That search is
+``laminar.policy.bestfit``, typed for mypyc (``laminar.native`` compiles it with the simulator's
+hot modules).
 """
 
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, insort
-from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
+
+from laminar.policy.bestfit import plan_group
 
 
 class TrajectoryState(NamedTuple):
@@ -137,34 +139,6 @@ def kv_falling(kv_used_tokens: int, kv_used_prev_tokens: int, kv_capacity_tokens
     return kv_used_tokens < min(kv_capacity_tokens, kv_used_prev_tokens)
 
 
-@dataclass(slots=True)
-class _Slot:
-    """Mutable bookkeeping for one candidate while a plan is built."""
-
-    state: ReplicaState
-    load_tokens: int
-    count: int
-    key: tuple[int, str] = field(init=False)
-    received: bool = False
-    listed: bool = True  # still in the destination list
-
-    max_step_s: float = field(init=False)  # cached: checked for every source scanned
-    footprint_tokens: int = field(init=False)  # cached: the sort key, then the move's size
-
-    def __post_init__(self) -> None:
-        self.key = (-self.load_tokens, self.state.replica_id)
-        self.max_step_s = self.state.max_step_s
-        self.footprint_tokens = self.state.footprint_tokens
-
-    def fits(self, load_tokens: int, count: int) -> bool:
-        """:meth:`ReplicaState.fits`, with the step limit computed once."""
-        st = self.state
-        if load_tokens > st.kv_capacity_tokens or count > st.max_batch:
-            return False
-        cost = st.step_cost
-        return cost is None or cost.step_s(count, load_tokens) <= self.max_step_s
-
-
 def plan_repack(replicas: Sequence[ReplicaState]) -> list[Move]:
     """Return the moves that consolidate long-tail trajectories (best fit, per version group).
 
@@ -176,82 +150,8 @@ def plan_repack(replicas: Sequence[ReplicaState]) -> list[Move]:
             groups.setdefault(r.weight_version, []).append(r)
     moves: list[Move] = []
     for version in sorted(groups):
-        moves.extend(_plan_group(groups[version]))
-    return moves
-
-
-def _plan_group(candidates: list[ReplicaState]) -> list[Move]:
-    slots = [_Slot(r, r.kv_used_tokens, len(r.trajectories)) for r in candidates]
-    if len({s.state.replica_id for s in slots}) != len(slots):
-        raise ValueError("replica ids must be unique within a repack check")
-    dests = _Destinations(slots)
-    moves: list[Move] = []
-    for src in sorted(slots, key=lambda s: (s.footprint_tokens, s.state.replica_id)):
-        if src.received:
-            continue
-        fp = src.footprint_tokens
-        dst = dests.best_fit(src, fp, src.count)
-        if dst is None:
-            continue
-        dests.remove(src)
-        dests.grow(dst, fp, src.count)
-        moves.append(
-            Move(
-                src.state.replica_id,
-                dst.state.replica_id,
-                tuple(t.traj_id for t in src.state.trajectories),
+        for src, dst in plan_group(groups[version]):
+            moves.append(
+                Move(src.replica_id, dst.replica_id, tuple(t.traj_id for t in src.trajectories))
             )
-        )
     return moves
-
-
-class _Destinations:
-    """Candidates that may still receive, fullest first, with a count of free batch slots.
-
-    A destination too full for one source is too full for every later one (sources come
-    smallest first; loads and counts only grow), so it is dropped for good. The largest free
-    batch room only shrinks, so a source with more trajectories than that is skipped in O(1).
-    """
-
-    def __init__(self, slots: list[_Slot]):
-        self._by_id = {s.state.replica_id: s for s in slots}
-        self._keys = sorted(s.key for s in slots)  # (-load, id), ascending = fullest first
-        self._rooms = Counter(s.state.max_batch - s.count for s in slots)
-        self._max_room = max(self._rooms, default=0)
-
-    def remove(self, slot: _Slot) -> None:
-        if not slot.listed:
-            return
-        self._keys.pop(bisect_left(self._keys, slot.key))
-        self._rooms[slot.state.max_batch - slot.count] -= 1
-        slot.listed = False
-
-    def grow(self, slot: _Slot, tokens: int, count: int) -> None:
-        self.remove(slot)
-        slot.load_tokens += tokens
-        slot.count += count
-        slot.received = True
-        slot.key = (-slot.load_tokens, slot.state.replica_id)
-        insort(self._keys, slot.key)
-        self._rooms[slot.state.max_batch - slot.count] += 1
-        slot.listed = True
-
-    def best_fit(self, src: _Slot, fp: int, n: int) -> _Slot | None:
-        """The fullest destination that still fits ``fp`` tokens and ``n`` trajectories
-        (KV capacity, B and the step bound: :meth:`ReplicaState.fits`)."""
-        while self._max_room > 0 and self._rooms[self._max_room] <= 0:
-            self._max_room -= 1
-        if n > self._max_room:
-            return None
-        keys, i = self._keys, 0
-        while i < len(keys):
-            cand = self._by_id[keys[i][1]]
-            if cand is src:
-                i += 1
-            elif not cand.fits(cand.load_tokens + fp, cand.count + 1):
-                self.remove(cand)  # never fits again: later sources hold >= fp tokens, >= 1
-            elif cand.fits(cand.load_tokens + fp, cand.count + n):
-                return cand
-            else:
-                i += 1
-        return None
