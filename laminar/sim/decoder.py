@@ -2,16 +2,18 @@
 
 A replica's decode segment ends at a time known when it is planned (``laminar.sim.replica``).
 With a SimPy timeout per segment and an interrupt per outside change (a repack move, a weight
-update), SimPy's own bookkeeping was a large share of a run: there is a segment per
-completion, ~200 K in the 1024-GPU headline. The decoder keeps every replica's segment end in a
-heap of its own and, while the earliest one comes before any other scheduled SimPy event, moves
-the clock to it and handles it at once; otherwise it sleeps in SimPy until that moment, so
-events from the rest of the cluster (trainer, relay, rollout manager, faults) still interleave
-in time order. ``Replica.wake`` queues the replica here; the decoder re-plans queued replicas
-before anything else, as SimPy ran the interrupts it replaces (urgent, in the order raised).
-A replica hands back to its own process only to go idle and refill: while decoding, its process
-waits on the event ``replica.parked``, which the decoder triggers (urgently, where an interrupt
-would land, without the cost of building and throwing one).
+update), SimPy's own bookkeeping was a large share of a run: there is a segment per completion,
+~200 K in the 1024-GPU headline. The decoder keeps every replica's segment end in a heap of its
+own (one :class:`Entry` per replica, moved in place when its segment is re-planned, so nothing
+goes stale; typed, so the compiled build compares plain doubles instead of tuples) and, while
+the earliest one comes before any other scheduled SimPy event, moves the clock to it and handles
+it at once; otherwise it sleeps in SimPy until that moment, so events from the rest of the
+cluster (trainer, relay, rollout manager, faults) still interleave in time order.
+``Replica.wake`` queues the replica here; the decoder re-plans queued replicas before anything
+else, as SimPy ran the interrupts it replaces (urgent, in the order raised). A replica hands
+back to its own process only to go idle and refill: while decoding, its process waits on the
+event ``replica.parked``, which the decoder triggers (urgently, where an interrupt would land,
+without the cost of building and throwing one).
 
 Ties (a segment ending at exactly the moment of another SimPy event) are handled after the
 other event; the per-process design ordered them by when each was scheduled.
@@ -27,10 +29,78 @@ import contextlib
 import itertools
 import math
 from collections import deque
-from heapq import heappop, heappush, heapreplace
+from heapq import heappush
+from typing import Any
 
 import simpy
 from simpy.events import NORMAL, URGENT
+
+
+class Entry:
+    """A decoding replica's place in the decoder's heap: when its segment ends, the order it
+    was planned in (ties go to the earlier), and where in the heap it sits (-1: not there)."""
+
+    __slots__ = ("end_s", "pos", "replica", "seq")
+
+    def __init__(self, replica: Any) -> None:
+        self.replica: Any = replica
+        self.end_s: float = 0.0
+        self.seq: int = 0
+        self.pos: int = -1
+
+
+def _before(a: Entry, b: Entry) -> bool:
+    return a.end_s < b.end_s or (a.end_s == b.end_s and a.seq < b.seq)
+
+
+def _sift_up(heap: list[Entry], pos: int) -> None:
+    """Move the entry at ``pos`` towards the root while it comes before its parent."""
+    e = heap[pos]
+    while pos > 0:
+        parent = (pos - 1) >> 1
+        p = heap[parent]
+        if not _before(e, p):
+            break
+        heap[pos] = p
+        p.pos = pos
+        pos = parent
+    heap[pos] = e
+    e.pos = pos
+
+
+def _sift_down(heap: list[Entry], pos: int) -> None:
+    """Move the entry at ``pos`` towards the leaves while a child comes before it."""
+    n = len(heap)
+    e = heap[pos]
+    while True:
+        child = 2 * pos + 1
+        if child >= n:
+            break
+        c = heap[child]
+        if child + 1 < n:
+            right = heap[child + 1]
+            if _before(right, c):
+                child += 1
+                c = right
+        if not _before(c, e):
+            break
+        heap[pos] = c
+        c.pos = pos
+        pos = child
+    heap[pos] = e
+    e.pos = pos
+
+
+def _remove(heap: list[Entry], e: Entry) -> None:
+    """Take ``e`` out of the heap."""
+    last = heap.pop()
+    pos = e.pos
+    e.pos = -1
+    if last is not e:
+        heap[pos] = last
+        last.pos = pos
+        _sift_up(heap, pos)
+        _sift_down(heap, last.pos)
 
 
 class Decoder:
@@ -44,8 +114,8 @@ class Decoder:
                 f"SimPy {simpy.__version__} lays them out differently: pin simpy<5"
             )
         self.env = env
-        self._heap: list[tuple[float, int, object]] = []  # (segment end s, seq, replica)
-        self._next_seq = itertools.count(1).__next__  # heap tie-break and liveness tag
+        self._heap: list[Entry] = []  # every decoding replica's entry, earliest end first
+        self._next_seq = itertools.count(1).__next__  # ties: the segment planned first ends first
         self._woken: deque = deque()  # replicas to re-plan now, in the order woken
         self._parked = False  # sleeping in SimPy (it looks at its queues before it sleeps)
         self._sleep_until_s = math.inf  # when parked: until when (inf: until kicked)
@@ -72,19 +142,29 @@ class Decoder:
             self.process.interrupt()
 
     def _push(self, replica, end_s: float | None) -> bool:
-        """Queue the replica's next segment end; False when it went idle instead (handed
-        back to its process, to refill)."""
+        """Put the replica's next segment end in the heap (its entry moves if already there);
+        False when it went idle instead (handed back to its process, to refill)."""
+        e = replica.decoder_entry
+        if e is None:
+            e = replica.decoder_entry = Entry(replica)
         if end_s is None:
-            replica.decoder_seq = -1
+            if e.pos >= 0:
+                _remove(self._heap, e)
             # Resume its process now, urgently: where and when an interrupt would (SimPy
             # schedules one at URGENT with no delay), without building and throwing one.
             ev = replica.parked
             ev._ok, ev._value = True, None
             self.env.schedule(ev, URGENT)
             return False
-        seq = self._next_seq()
-        replica.decoder_seq = seq
-        heappush(self._heap, (end_s, seq, replica))
+        e.end_s = end_s
+        e.seq = self._next_seq()
+        heap = self._heap
+        if e.pos < 0:
+            heap.append(e)
+            _sift_up(heap, len(heap) - 1)
+        else:  # re-planned early: the new end may come before or after the old one
+            _sift_up(heap, e.pos)
+            _sift_down(heap, e.pos)
         return True
 
     def run(self):
@@ -99,25 +179,23 @@ class Decoder:
                     yield from self._sleep(env._now, URGENT)  # its refill first (see _sleep)
             sleep_s, priority = math.inf, NORMAL  # an empty heap: until kicked
             while heap:  # the segment ends due before any other scheduled event, in order
-                end_s, seq, r = heap[0]
-                if r.decoder_seq != seq:
-                    heappop(heap)  # stale: re-planned or gone idle since
-                    continue
+                e = heap[0]
+                end_s = e.end_s
                 if end_s > env._now and queue and end_s >= queue[0][0]:
                     sleep_s = end_s  # something else is scheduled first
                     break
                 env._now = end_s  # nothing else is scheduled before it
                 # ``step`` touches no heap entry (wakes queue up in ``woken``), so the
-                # entry is still on top: replaced in one call once the next is planned
+                # entry is still on top: it moves down once the next segment is planned
+                r = e.replica
                 end_s = r.step(end_s, False)
                 if end_s is None:
-                    heappop(heap)
                     push(r, None)
                     sleep_s, priority = env._now, URGENT
                     break
-                seq = next_seq()  # ``_push``, inlined: once per segment
-                r.decoder_seq = seq
-                heapreplace(heap, (end_s, seq, r))
+                e.end_s = end_s  # ``_push``, inlined: once per segment; later than before,
+                e.seq = next_seq()  # so it can only move down
+                _sift_down(heap, 0)
                 if woken:
                     sleep_s = None
                     break

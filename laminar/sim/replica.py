@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections import deque
 from heapq import heappop, heappush
+from typing import Any, Final
 
 import simpy
 
@@ -28,6 +29,11 @@ from laminar.sim.decode import kv_integral, steps_within
 from laminar.sim.pools import Trajectory
 from laminar.sim.replica_outside import ReplicaOutside
 from laminar.sim.systems import System
+
+# The completion heap holds plain ints, ``finish step << SEQ_BITS | seq``: the order of
+# (finish step, admission seq) with one C-level int comparison per sift, no tuple to build.
+SEQ_BITS: Final = 32
+SEQ_MASK: Final = (1 << 32) - 1
 
 
 class Replica(ReplicaOutside):
@@ -54,8 +60,9 @@ class Replica(ReplicaOutside):
         self.one_step = cluster.cfg.sim.decode == "reference"
         self.version = 0
         self.batches = 0  # prompt batches taken so far
-        self.running: dict[int, Trajectory] = {}  # admission order: the last is preempted first
-        self.heap: list[tuple[int, int, Trajectory]] = []  # (finish step, seq, trajectory)
+        # by admission seq, in admission order: the last is preempted first
+        self.running: dict[int, Trajectory] = {}
+        self.heap: list[int] = []  # finish step << SEQ_BITS | seq; stale once seq leaves running
         self.waiting: deque[Trajectory] = deque()
         self.steps = 0  # decode steps taken since the start
         self.kv = 0  # KV tokens held by running trajectories
@@ -84,7 +91,7 @@ class Replica(ReplicaOutside):
         self._fast = self._share is None and self._series is None and not self.one_step
         self._lean = self._fast and self._top_up is None  # ``step``'s fused path applies
         self.decoder = cluster.decoder
-        self.decoder_seq = -1  # its live entry in the decoder's heap (-1: none)
+        self.decoder_entry: Any = None  # its place in the decoder's heap (made on first use)
         self.parked: simpy.Event | None = None  # what its process waits on while decoding
         self.process = self.env.process(self.run())
 
@@ -133,11 +140,11 @@ class Replica(ReplicaOutside):
         self.in_segment = False
         heap, running = self.heap, self.running
         done = freed = 0
-        while heap and heap[0][0] <= steps:  # ``_complete``
-            _, seq, t = heappop(heap)
-            if t.heap_seq != seq:
-                continue
-            del running[t.tid]
+        limit = (steps + 1) << SEQ_BITS
+        while heap and heap[0] < limit:  # ``_complete``
+            t = running.pop(heappop(heap) & SEQ_MASK, None)
+            if t is None:
+                continue  # stale: preempted or moved since it was pushed
             done += 1
             r = t.response_len
             freed += t.prompt_len + r
@@ -155,10 +162,10 @@ class Replica(ReplicaOutside):
         if not b or self.waiting or kv + b > self.capacity:
             return self.begin(now)  # idle, admission or preemption: the general path
         top = heap[0]
-        while top[2].heap_seq != top[1]:
+        while top & SEQ_MASK not in running:
             heappop(heap)  # stale: preempted or moved since it was pushed
             top = heap[0]
-        return self._plan_fast(now, top[0] - steps, b, kv)
+        return self._plan_fast(now, (top >> SEQ_BITS) - steps, b, kv)
 
     def _step_any(self, now: float, woken: bool) -> float | None:
         """:meth:`step` in general (see there)."""
@@ -198,10 +205,10 @@ class Replica(ReplicaOutside):
         else:
             heap = self.heap
             top = heap[0]
-            while top[2].heap_seq != top[1]:
+            while top & SEQ_MASK not in running:
                 heappop(heap)  # stale: preempted or moved since it was pushed
                 top = heap[0]
-            return self._plan_fast(now, top[0] - self.steps, b, kv)
+            return self._plan_fast(now, (top >> SEQ_BITS) - self.steps, b, kv)
         self.in_segment = True
         return now + (self.seg_end - now)  # when a SimPy timeout of seg_end - now would fire
 
@@ -263,15 +270,17 @@ class Replica(ReplicaOutside):
             waiting.popleft()
             if gen:
                 self.reprefill_tokens += need
-            running[t.tid] = t
+            seq += 1
+            running[seq] = t
             t.admit_step = steps
             t.gen_at_admit = gen
-            seq += 1
             t.heap_seq = seq
-            heappush(heap, (steps + t.response_len - gen, seq, t))
+            heappush(heap, (steps + t.response_len - gen) << SEQ_BITS | seq)
             kv += need
             held += 1
             lengths.append(need)
+        if seq > SEQ_MASK:
+            raise RuntimeError(f"{self.rid}: more than {SEQ_MASK} admissions")
         self.kv, self._seq = kv, seq
         return self.cost.prefill_s(lengths) if lengths else 0.0
 
@@ -289,15 +298,15 @@ class Replica(ReplicaOutside):
 
     def _plan(self, prefill_s: float, now: float) -> int:
         """Set up the segment up to the next completion or overflow; returns its steps."""
-        heap = self.heap
+        heap, running = self.heap, self.running
         top = heap[0]
-        while top[2].heap_seq != top[1]:
+        while top & SEQ_MASK not in running:
             heappop(heap)  # stale: preempted or moved since it was pushed
             top = heap[0]
-        b = len(self.running)
+        b = len(running)
         kv = self.kv
         # Next completion or KV overflow; the reference stepper stops after every step.
-        n = min(top[0] - self.steps, (self.capacity - kv) // b)
+        n = min((top >> SEQ_BITS) - self.steps, (self.capacity - kv) // b)
         if self.one_step:
             n = min(n, 1)
         share = self._share
@@ -354,17 +363,17 @@ class Replica(ReplicaOutside):
     def _complete(self, now: float) -> int:
         """Retire every trajectory whose last token was generated by the current step (the
         step counter reads it at ``now``); return how many."""
-        heap, steps = self.heap, self.steps
-        if not heap or heap[0][0] > steps:
+        heap = self.heap
+        limit = (self.steps + 1) << SEQ_BITS  # entries below it finish by the current step
+        if not heap or heap[0] >= limit:
             return 0
         running = self.running
         cluster = self.cluster
         done = freed = 0
-        while heap and heap[0][0] <= steps:
-            _, seq, t = heappop(heap)
-            if t.heap_seq != seq:
-                continue
-            del running[t.tid]
+        while heap and heap[0] < limit:
+            t = running.pop(heappop(heap) & SEQ_MASK, None)
+            if t is None:
+                continue  # stale: preempted or moved since it was pushed
             done += 1
             r = t.response_len
             freed += t.prompt_len + r

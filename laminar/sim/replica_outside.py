@@ -28,8 +28,8 @@ class ReplicaOutside:
     version: int
     capacity: int
     max_batch: int
-    running: dict[int, Trajectory]
-    heap: list[tuple[int, int, Trajectory]]
+    running: dict[int, Trajectory]  # by admission seq
+    heap: list[int]  # finish step << SEQ_BITS | seq (``laminar.sim.replica``)
     waiting: deque[Trajectory]
     steps: int
     kv: int

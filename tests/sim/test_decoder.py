@@ -14,7 +14,7 @@ class FakeReplica:
         self.env, self.decoder, self.name = env, decoder, name
         self.lengths_s = list(lengths_s)
         self.log = log
-        self.decoder_seq = -1
+        self.decoder_entry = None  # the decoder keeps its place in the heap here
         self.handed_back_s: list[float] = []
         self.process = env.process(self.run())
 
@@ -140,3 +140,35 @@ def test_partial_pool_holds_exactly_the_started_unfinished_trajectories():
         unfinished = {t.tid for t in started if t.gen_start_s == t.gen_start_s}  # not NaN
         unfinished -= {t.tid for t in started if t.gen_end_s == t.gen_end_s}
         assert unfinished and set(cluster.partial.active) == unfinished
+
+
+def test_the_indexed_heap_always_tops_the_earliest_live_entry():
+    # Random inserts, re-plans (a key moving either way) and removals: the top is always the
+    # smallest (end, seq) of the live entries, and every entry knows its place.
+    import random
+
+    from laminar.sim.decoder import Entry, _remove, _sift_down, _sift_up
+
+    rng = random.Random(7)
+    heap: list[Entry] = []
+    entries = [Entry(i) for i in range(40)]
+    seq = 0
+    for _ in range(4000):
+        e = rng.choice(entries)
+        op = rng.random()
+        if op < 0.2 and e.pos >= 0:
+            _remove(heap, e)
+        else:
+            seq += 1
+            e.end_s, e.seq = float(rng.randrange(50)), seq  # ties on end_s are common
+            if e.pos < 0:
+                heap.append(e)
+                _sift_up(heap, len(heap) - 1)
+            else:
+                _sift_up(heap, e.pos)
+                _sift_down(heap, e.pos)
+        live = [x for x in entries if x.pos >= 0]
+        assert sorted(x.replica for x in live) == sorted(x.replica for x in heap)
+        assert all(heap[x.pos] is x for x in live)
+        if heap:
+            assert heap[0] is min(live, key=lambda x: (x.end_s, x.seq))
