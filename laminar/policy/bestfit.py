@@ -55,6 +55,13 @@ class Slot:
         return self.base + count * self.per_seq + load_tokens * self.per_kv <= self.max_step_s
 
 
+def kv_falling(kv_used_tokens: int, kv_used_prev_tokens: int, kv_capacity_tokens: int) -> bool:
+    """The KV half of ``repack.is_candidate``: use below capacity and below the previous check's.
+    A caller holding fewer than B trajectories asks this before building a full snapshot (the
+    simulator, for every replica at every check: here so that it runs compiled)."""
+    return kv_used_tokens < min(kv_capacity_tokens, kv_used_prev_tokens)
+
+
 def _before(a: Slot, b: Slot) -> bool:
     """Destination order: fullest first (by the load it was listed with), then replica id."""
     return a.key_load > b.key_load or (a.key_load == b.key_load and a.rid < b.rid)

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from laminar.policy.bestfit import plan_group
+from laminar.policy.bestfit import kv_falling, plan_group
 
 
 class TrajectoryState(NamedTuple):
@@ -131,12 +131,6 @@ def is_candidate(r: ReplicaState) -> bool:
     """§5.2: KV use below capacity and falling (no waiting queue left), < B trajectories."""
     falling = kv_falling(r.kv_used_tokens, r.kv_used_prev_tokens, r.kv_capacity_tokens)
     return falling and len(r.trajectories) < r.max_batch
-
-
-def kv_falling(kv_used_tokens: int, kv_used_prev_tokens: int, kv_capacity_tokens: int) -> bool:
-    """The KV half of :func:`is_candidate`: use below capacity and below the previous check's.
-    A caller holding fewer than B trajectories asks this before building a full snapshot."""
-    return kv_used_tokens < min(kv_capacity_tokens, kv_used_prev_tokens)
 
 
 def plan_repack(replicas: Sequence[ReplicaState]) -> list[Move]:

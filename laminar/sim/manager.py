@@ -22,6 +22,7 @@ import math
 import simpy
 
 from laminar.policy.repack import ReplicaState, StepCost, kv_falling, plan_repack
+from laminar.sim.replica import Replica
 
 
 class RolloutManager:
@@ -57,7 +58,8 @@ class RolloutManager:
         kv_prev = self.kv_prev
         now = self.env.now
         step_cost, max_step_slowdown = self.step_cost, self.max_step_slowdown
-        for r in self.cluster.replicas:
+        replicas: list[Replica] = self.cluster.replicas  # typed: compiled, direct attributes
+        for r in replicas:
             kv = r.kv_at(now)
             rid = r.rid
             batch, prev = kv_prev.get(rid, (-1, 0))

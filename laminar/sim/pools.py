@@ -92,16 +92,19 @@ class PromptPool:
     def __init__(self, workload: pd.DataFrame, max_prompt_len: int, max_response_len: int):
         df = workload.sort_values(["step", "prompt_id", "sample_index"], kind="stable")
         self.rows = df.index.to_numpy()
-        self.prompt_len = np.minimum(df["prompt_len"].to_numpy(np.int64), max_prompt_len).tolist()
-        self.response_len = np.minimum(
+        # Python lists with their types declared: the compiled build reads them natively
+        self.prompt_len: list[int] = np.minimum(
+            df["prompt_len"].to_numpy(np.int64), max_prompt_len
+        ).tolist()
+        self.response_len: list[int] = np.minimum(
             df["response_len"].to_numpy(np.int64), max_response_len
         ).tolist()
-        self.sample_index = df["sample_index"].to_numpy(np.int64).tolist()
+        self.sample_index: list[int] = df["sample_index"].to_numpy(np.int64).tolist()
         keys = df[["step", "prompt_id"]].to_numpy(np.int64)
         starts = np.flatnonzero(np.r_[True, np.any(keys[1:] != keys[:-1], axis=1)])
-        self.group_start = starts.tolist()
-        self.group_end = [*starts[1:].tolist(), len(df)]
-        self.group_key = [tuple(k) for k in keys[starts].tolist()]
+        self.group_start: list[int] = starts.tolist()
+        self.group_end: list[int] = [*starts[1:].tolist(), len(df)]
+        self.group_key: list[tuple[int, int]] = [(k[0], k[1]) for k in keys[starts].tolist()]
         if not self.group_start:
             raise ValueError("the workload has no trajectories")
         self.cursor = 0

@@ -49,15 +49,16 @@ class Replica(ReplicaOutside):
         cost = cluster.cost
         self.cost = cost
         # Hot path (a lookup per segment): the cost model and core sharing are fixed per run.
+        # Typed, so that the compiled build does their arithmetic on plain doubles.
         self._decode_fixed_s = cost.decode_fixed_s
         # decode_fixed_s by batch size, computed once per run (admission keeps b <= max_batch)
-        self._fixed_by_batch_s = cluster.decode_fixed_by_batch_s
-        self._per_kv_s = cost.decode_per_kv_token_s
+        self._fixed_by_batch_s: list[float] = cluster.decode_fixed_by_batch_s
+        self._per_kv_s: float = float(cost.decode_per_kv_token_s)
         self._share = cluster.core_sharing  # None: this replica has its GPUs to itself
         self.capacity = cost.kv_capacity_tokens
         self.admit_cap = int(cost.kv_capacity_tokens * (1.0 - cluster.cfg.sim.kv_watermark))
         self.max_batch = cluster.cfg.sim.max_batch
-        self.one_step = cluster.cfg.sim.decode == "reference"
+        self.one_step: bool = cluster.cfg.sim.decode == "reference"
         self.version = 0
         self.batches = 0  # prompt batches taken so far
         # by admission seq, in admission order: the last is preempted first
@@ -88,8 +89,8 @@ class Replica(ReplicaOutside):
         system = cluster.system
         self._top_up = None if type(system).top_up is System.top_up else system.top_up
         # Decoding alone, with no core sharing or series: ``begin`` inlines ``_plan``.
-        self._fast = self._share is None and self._series is None and not self.one_step
-        self._lean = self._fast and self._top_up is None  # ``step``'s fused path applies
+        self._fast: bool = self._share is None and self._series is None and not self.one_step
+        self._lean: bool = self._fast and self._top_up is None  # ``step``'s fused path applies
         self.decoder = cluster.decoder
         self.decoder_entry: Any = None  # its place in the decoder's heap (made on first use)
         self.parked: simpy.Event | None = None  # what its process waits on while decoding
@@ -142,9 +143,11 @@ class Replica(ReplicaOutside):
         done = freed = 0
         limit = (steps + 1) << SEQ_BITS
         while heap and heap[0] < limit:  # ``_complete``
-            t = running.pop(heappop(heap) & SEQ_MASK, None)
+            seq = heappop(heap) & SEQ_MASK
+            t = running.get(seq)
             if t is None:
                 continue  # stale: preempted or moved since it was pushed
+            del running[seq]
             done += 1
             r = t.response_len
             freed += t.prompt_len + r
@@ -371,9 +374,11 @@ class Replica(ReplicaOutside):
         cluster = self.cluster
         done = freed = 0
         while heap and heap[0] < limit:
-            t = running.pop(heappop(heap) & SEQ_MASK, None)
+            seq = heappop(heap) & SEQ_MASK
+            t = running.get(seq)
             if t is None:
                 continue  # stale: preempted or moved since it was pushed
+            del running[seq]
             done += 1
             r = t.response_len
             freed += t.prompt_len + r

@@ -12,6 +12,7 @@ from typing import Any
 import simpy
 
 from laminar.policy.staleness import StalenessTracker
+from laminar.sim.pools import Group
 
 
 class Trainer:
@@ -59,7 +60,7 @@ class Trainer:
             system.after_update(cluster, self.version)
         self.done.succeed()
 
-    def _consume(self, groups: list[Any]) -> tuple[list[int], list[int]]:
+    def _consume(self, groups: list[Group]) -> tuple[list[int], list[int]]:
         """Mark every trajectory of ``groups`` consumed now; their lengths and staleness."""
         now, version = self.env.now, self.version
         lens: list[int] = []
