@@ -194,8 +194,8 @@ class Decoder:
                     sleep_s, priority = env._now, URGENT
                     break
                 e.end_s = end_s  # ``_push``, inlined: once per segment; later than before,
-                e.seq = next_seq()  # so it can only move down
-                _sift_down(heap, 0)
+                e.seq = next_seq()  # so it can only move down (from where it is: the top)
+                _sift_down(heap, e.pos)
                 if woken:
                     sleep_s = None
                     break
