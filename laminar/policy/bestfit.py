@@ -112,11 +112,8 @@ class Destinations:
         slot.count += count
         slot.received = True
         slot.key_load = slot.load
-        room = slot.max_batch - slot.count
         self.order.insert(self._index(slot), slot)
-        if room >= len(self.rooms):  # cannot happen (counts only grow); kept total
-            self.rooms.extend([0] * (room + 1 - len(self.rooms)))
-        self.rooms[room] += 1
+        self.rooms[slot.max_batch - slot.count] += 1  # counts only grow: within the list
         slot.listed = True
 
     def best_fit(self, src: Slot, fp: int, n: int) -> Slot | None:

@@ -91,6 +91,16 @@ def _sift_down(heap: list[Entry], pos: int) -> None:
     e.pos = pos
 
 
+def _place(heap: list[Entry], e: Entry) -> None:
+    """Put ``e`` where its key says: added when not in the heap, else moved either way."""
+    if e.pos < 0:
+        heap.append(e)
+        _sift_up(heap, len(heap) - 1)
+    else:
+        _sift_up(heap, e.pos)
+        _sift_down(heap, e.pos)
+
+
 def _remove(heap: list[Entry], e: Entry) -> None:
     """Take ``e`` out of the heap."""
     last = heap.pop()
@@ -99,8 +109,7 @@ def _remove(heap: list[Entry], e: Entry) -> None:
     if last is not e:
         heap[pos] = last
         last.pos = pos
-        _sift_up(heap, pos)
-        _sift_down(heap, last.pos)
+        _place(heap, last)
 
 
 class Decoder:
@@ -156,15 +165,9 @@ class Decoder:
             ev._ok, ev._value = True, None
             self.env.schedule(ev, URGENT)
             return False
-        e.end_s = end_s
+        e.end_s = end_s  # re-planned early, the new end may come before or after the old one
         e.seq = self._next_seq()
-        heap = self._heap
-        if e.pos < 0:
-            heap.append(e)
-            _sift_up(heap, len(heap) - 1)
-        else:  # re-planned early: the new end may come before or after the old one
-            _sift_up(heap, e.pos)
-            _sift_down(heap, e.pos)
+        _place(self._heap, e)
         return True
 
     def run(self):

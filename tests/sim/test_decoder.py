@@ -147,7 +147,7 @@ def test_the_indexed_heap_always_tops_the_earliest_live_entry():
     # smallest (end, seq) of the live entries, and every entry knows its place.
     import random
 
-    from laminar.sim.decoder import Entry, _remove, _sift_down, _sift_up
+    from laminar.sim.decoder import Entry, _place, _remove
 
     rng = random.Random(7)
     heap: list[Entry] = []
@@ -161,12 +161,7 @@ def test_the_indexed_heap_always_tops_the_earliest_live_entry():
         else:
             seq += 1
             e.end_s, e.seq = float(rng.randrange(50)), seq  # ties on end_s are common
-            if e.pos < 0:
-                heap.append(e)
-                _sift_up(heap, len(heap) - 1)
-            else:
-                _sift_up(heap, e.pos)
-                _sift_down(heap, e.pos)
+            _place(heap, e)
         live = [x for x in entries if x.pos >= 0]
         assert sorted(x.replica for x in live) == sorted(x.replica for x in heap)
         assert all(heap[x.pos] is x for x in live)
