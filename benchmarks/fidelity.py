@@ -142,13 +142,18 @@ def run_dirs(root: Path) -> dict[str, list[Path]]:
     return out
 
 
-def table(runs: dict[str, list[Path]], cost: Path, scratch: Path) -> pd.DataFrame:
+def table(runs: dict[str, list[Path]], costs: Path | dict[str, Path], scratch: Path
+          ) -> pd.DataFrame:  # fmt: skip
     """One row per run: measured; predicted; predicted given the trainer's measured CPU share;
-    predicted from task lengths."""
-    content = json.loads(cost.read_text())
+    predicted from task lengths. ``costs``: one cost file for every run, or one per repeat
+    (``repeat_costs``: a run is predicted with the cost file of its own repeat)."""
     rows = []
     for setting, dirs in runs.items():
         for d in dirs:
+            cost = costs if isinstance(costs, Path) else costs.get(d.name)
+            if cost is None:  # no calibration run of this repeat
+                continue
+            content = json.loads(cost.read_text())
             row = {"setting": setting, "repeat": d.name, "held_out": setting not in CALIBRATION}
             row.update({f"measured_{k}": v for k, v in measured(d).items()})
             row.update({f"predicted_{k}": v for k, v in predicted(d, cost, trace=True).items()})
@@ -161,6 +166,28 @@ def table(runs: dict[str, list[Path]], cost: Path, scratch: Path) -> pd.DataFram
             print(f"{setting:20s} {d.name}: measured {row['measured_train_tokens_per_s']:7.0f} "
                   f"predicted {row['predicted_train_tokens_per_s']:7.0f} tokens/s", flush=True)
     return pd.DataFrame(rows)
+
+
+def repeat_costs(runs: dict[str, list[Path]], scratch: Path) -> dict[str, Path]:
+    """repeat -> a cost file calibrated on that repeat's calibration runs alone.
+
+    The repeats of a campaign run side by side, every setting within minutes of the others,
+    while the machine's speed drifts over the hours of a campaign (2-3x over a day here). A
+    cost file describes the machine when its runs were measured; calibrating each repeat on its
+    own calibration runs predicts its held-out runs on the machine they ran on."""
+    by_repeat: dict[str, list[Path]] = {}
+    for name in CALIBRATION:
+        for d in runs.get(name, []):
+            by_repeat.setdefault(d.name, []).append(d)
+    out = {}
+    for rep, dirs in sorted(by_repeat.items()):
+        if len(dirs) < len(CALIBRATION):
+            continue  # a repeat without every calibration setting is left out
+        content, _ = calibrate(dirs)
+        path = scratch / f"cost-{rep}.json"
+        path.write_text(cost_file_json(content))
+        out[rep] = path.resolve()
+    return out
 
 
 def per_setting(df: pd.DataFrame) -> pd.DataFrame:
@@ -215,7 +242,25 @@ def noise_floor(df: pd.DataFrame, *, bound: float = 0.10, draws: int = 20000,
     return pd.DataFrame(rows)
 
 
-def noise_markdown(noise: pd.DataFrame, bound: float = 0.10) -> list[str]:
+def repeat_share(df: pd.DataFrame) -> float:
+    """The share of the run-to-run variance of train tokens/s that the repeat explains.
+
+    Every repeat runs all settings side by side within minutes; on log train tokens/s, less
+    each setting's mean, the repeat's effect is the mean over its settings. A share near 0: the
+    runs vary independently (noise within a run); near 1: the machine's speed drifted between
+    repeats and moved every setting of a repeat together (what ``repeat_costs`` takes out)."""
+    runs = df.pivot_table(index="repeat", columns="setting", values="measured_train_tokens_per_s")
+    runs = runs.dropna()
+    if len(runs) < 2:
+        return float("nan")
+    resid = np.log(runs) - np.log(runs).mean(axis=0)
+    effect = resid.mean(axis=1)
+    total = float((resid**2).to_numpy().mean())
+    return float((effect**2).mean()) / total if total > 0 else float("nan")
+
+
+def noise_markdown(noise: pd.DataFrame, bound: float = 0.10, share: float = float("nan")
+                   ) -> list[str]:  # fmt: skip
     lines = ["", f"Run-to-run noise (`noise_floor`): the chance that a perfect model meets "
              f"\"within {bound:.0%} on train tokens/s and step time\" on medians of this many "
              "repeats, resampling the measured runs; CV = standard deviation / mean of train "
@@ -229,6 +274,10 @@ def noise_markdown(noise: pd.DataFrame, bound: float = 0.10) -> list[str]:
         else:
             lines.append(f"| {r['setting']} | {r['measured_cv']:.1%} | {r['predicted_cv']:.1%} "
                          f"| {r['p_within']:.0%} |")
+    if np.isfinite(share):
+        lines += ["", f"The repeat explains {share:.0%} of the run-to-run variance of train "
+                  "tokens/s (`repeat_share`: settings of one repeat run side by side within "
+                  "minutes; the rest varies within a repeat)."]  # fmt: skip
     return lines
 
 
@@ -242,11 +291,13 @@ def _fmt(v: float, metric: str) -> str:
     return f"{v:.2f}"
 
 
-def results_markdown(settings: pd.DataFrame, fits: list[Fit],
-                     noise: pd.DataFrame | None = None) -> str:
+def results_markdown(settings: pd.DataFrame, fits: list[Fit], noise: pd.DataFrame | None = None,
+                     paired: bool = False, share: float = float("nan")) -> str:
     """The generated section of docs/fidelity.md: tables of predicted vs measured."""
-    lines = ["Measured: median of the repeats [min, max]. Predicted: the simulator with the "
-             "calibrated cost file, replaying the run's own response lengths; error = "
+    which = ("the cost file calibrated on the same repeat's calibration runs (`--paired`)"
+             if paired else "the calibrated cost file")  # fmt: skip
+    lines = [f"Measured: median of the repeats [min, max]. Predicted: the simulator with {which}"
+             ", replaying the run's own response lengths; error = "
              "predicted / measured - 1. *Given trainer share*: the same prediction with the "
              "trainer's wall time computed from its CPU-time fit and the CPU share it got in "
              "that run (CPU s / wall s of its updates, measured: the one figure of the held-out "
@@ -278,8 +329,9 @@ def results_markdown(settings: pd.DataFrame, fits: list[Fit],
     lines += ["", "Ranking (train tokens/s ratio, measured vs predicted):", ""]
     lines += _rankings(settings)
     if noise is not None:
-        lines += noise_markdown(noise)
-    lines += ["", "Fit of the calibration runs (`laminar calibrate`):", "", "```",
+        lines += noise_markdown(noise, share=share)
+    what = "all the calibration runs together" if paired else "the calibration runs"
+    lines += ["", f"Fit of {what} (`laminar calibrate`):", "", "```",
               fit_table(fits), "```"]  # fmt: skip
     return "\n".join(lines)
 
@@ -304,13 +356,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", help="output directory of fidelity_runs.py")
     p.add_argument("--data", default="docs/fidelity", help="where results go")
     p.add_argument("--doc", default="docs/fidelity.md", help="page whose results section to fill")
+    p.add_argument("--paired", action="store_true", help="calibrate every repeat on its own "
+                   "calibration runs and predict that repeat's runs with it (repeat_costs)")
     p.add_argument("--noise", nargs="+", metavar="RUNS_CSV", help="only the run-to-run noise "
                    "table of earlier results (their runs.csv), one per campaign")
     args = p.parse_args(argv)
     if args.noise:
         for path in args.noise:
             print(f"\n{path}")
-            print("\n".join(noise_markdown(noise_floor(pd.read_csv(path)))))
+            runs = pd.read_csv(path)
+            print("\n".join(noise_markdown(noise_floor(runs), share=repeat_share(runs))))
         return 0
     if not args.runs:
         p.error("--runs is required (or --noise)")
@@ -324,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     cost.write_text(cost_file_json(content))
     scratch = Path(tempfile.mkdtemp(prefix="fidelity-"))
     try:
-        df = table(runs, cost.resolve(), scratch)
+        df = table(runs, repeat_costs(runs, scratch) if args.paired else cost.resolve(), scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     df.to_csv(data / "runs.csv", index=False)
@@ -336,8 +391,9 @@ def main(argv: list[str] | None = None) -> int:
     head, rest = text.split(BEGIN, 1)
     tail = rest.split(END, 1)[1]
     noise = noise_floor(df)
-    doc.write_text(f"{head}{BEGIN}\n{results_markdown(settings, fits, noise)}\n{END}{tail}")
-    print(results_markdown(settings, fits, noise))
+    section = results_markdown(settings, fits, noise, args.paired, repeat_share(df))
+    doc.write_text(f"{head}{BEGIN}\n{section}\n{END}{tail}")
+    print(section)
     return 0
 
 

@@ -39,3 +39,36 @@ def test_steady_runs_always_meet_and_spread_runs_often_do_not():
     assert noise.loc["steady", "predicted_cv"] == 0.0
     text = "\n".join(f.noise_markdown(noise.reset_index()))
     assert "every row at once" in text and "| spread |" in text
+
+
+def test_paired_calibration_fits_each_repeat_on_its_own_calibration_runs(tmp_path, monkeypatch):
+    f = _fidelity()
+    runs = {name: [tmp_path / name / f"rep{k}" for k in range(3)] for name in f.SETTINGS}
+    runs["sync"] = runs["sync"][:2]  # repeat 2 lacks a calibration setting: left out
+    seen = []
+
+    def calibrate(dirs):
+        seen.append(sorted(str(d.relative_to(tmp_path)) for d in dirs))
+        return {"runs": [str(d) for d in dirs]}, []
+
+    monkeypatch.setattr(f, "calibrate", calibrate)
+    costs = f.repeat_costs(runs, tmp_path)
+    assert sorted(costs) == ["rep0", "rep1"]
+    assert seen == [["laminar/rep0", "sync/rep0"], ["laminar/rep1", "sync/rep1"]]
+    assert "sync/rep1" in costs["rep1"].read_text() and "rep0" not in costs["rep1"].read_text()
+
+
+def test_repeat_share_tells_drift_between_repeats_from_noise_within_them():
+    f = _fidelity()
+
+    def runs(scale: dict[int, dict[str, float]]) -> pd.DataFrame:
+        rows = [{"repeat": f"rep{r}", "setting": s, "measured_train_tokens_per_s": v}
+                for r, by in scale.items() for s, v in by.items()]  # fmt: skip
+        return pd.DataFrame(rows)
+
+    # every setting of a repeat moves together: all of the variance is the repeat's
+    drift = runs({r: {"a": 100.0 * k, "b": 300.0 * k} for r, k in enumerate([1.0, 0.7, 1.3])})
+    assert abs(f.repeat_share(drift) - 1.0) < 1e-9
+    # the settings move against each other: the repeat explains nothing
+    noise = runs({0: {"a": 110.0, "b": 270.0}, 1: {"a": 90.0, "b": 330.0}})
+    assert f.repeat_share(noise) < 1e-9
