@@ -5,10 +5,11 @@ Usage::
     flock /tmp/laminar-heavy.lock python benchmarks/fidelity_runs.py --out runs/fidelity
     PYTHONPATH=. python benchmarks/fidelity.py --runs runs/fidelity
 
-Calibrates on the runs of ``fidelity_runs.CALIBRATION`` (every repeat), then simulates every
-run (``laminar simulate`` of the run's own ``config.yaml`` with the cost file; response lengths
-replayed from the run's trace, as Vidur replays request lengths: the workload is an input, the
-timing is the prediction; a second prediction draws them from the task instead) and compares:
+Calibrates on the runs of ``CALIBRATION`` (every repeat; ``--calibrate`` names other settings;
+``--paired``: each repeat on its own), then simulates every run (``laminar simulate`` of the
+run's own ``config.yaml`` with the cost file; response lengths replayed from the run's trace, as
+Vidur replays request lengths: the workload is an input, the timing is the prediction; a second
+prediction draws them from the task instead) and compares:
 train tokens/s, mean step time, generation tokens/s, staleness mean/max, mean KV tokens per
 replica. Writes ``docs/fidelity/`` (runs.csv: one row per run; settings.csv: medians per
 setting with spread and error; cost.json; fidelity.png) and the results section of
@@ -142,8 +143,8 @@ def run_dirs(root: Path) -> dict[str, list[Path]]:
     return out
 
 
-def table(runs: dict[str, list[Path]], costs: Path | dict[str, Path], scratch: Path
-          ) -> pd.DataFrame:  # fmt: skip
+def table(runs: dict[str, list[Path]], costs: Path | dict[str, Path], scratch: Path,
+          calibration: tuple[str, ...] = CALIBRATION) -> pd.DataFrame:  # fmt: skip
     """One row per run: measured; predicted; predicted given the trainer's measured CPU share;
     predicted from task lengths. ``costs``: one cost file for every run, or one per repeat
     (``repeat_costs``: a run is predicted with the cost file of its own repeat)."""
@@ -154,7 +155,8 @@ def table(runs: dict[str, list[Path]], costs: Path | dict[str, Path], scratch: P
             if cost is None:  # no calibration run of this repeat
                 continue
             content = json.loads(cost.read_text())
-            row = {"setting": setting, "repeat": d.name, "held_out": setting not in CALIBRATION}
+            held = setting not in calibration
+            row = {"setting": setting, "repeat": d.name, "held_out": held}
             row.update({f"measured_{k}": v for k, v in measured(d).items()})
             row.update({f"predicted_{k}": v for k, v in predicted(d, cost, trace=True).items()})
             task = predicted(d, cost, trace=False)
@@ -168,7 +170,8 @@ def table(runs: dict[str, list[Path]], costs: Path | dict[str, Path], scratch: P
     return pd.DataFrame(rows)
 
 
-def repeat_costs(runs: dict[str, list[Path]], scratch: Path) -> dict[str, Path]:
+def repeat_costs(runs: dict[str, list[Path]], scratch: Path,
+                 calibration: tuple[str, ...] = CALIBRATION) -> dict[str, Path]:  # fmt: skip
     """repeat -> a cost file calibrated on that repeat's calibration runs alone.
 
     The repeats of a campaign run side by side, every setting within minutes of the others,
@@ -176,12 +179,12 @@ def repeat_costs(runs: dict[str, list[Path]], scratch: Path) -> dict[str, Path]:
     cost file describes the machine when its runs were measured; calibrating each repeat on its
     own calibration runs predicts its held-out runs on the machine they ran on."""
     by_repeat: dict[str, list[Path]] = {}
-    for name in CALIBRATION:
+    for name in calibration:
         for d in runs.get(name, []):
             by_repeat.setdefault(d.name, []).append(d)
     out = {}
     for rep, dirs in sorted(by_repeat.items()):
-        if len(dirs) < len(CALIBRATION):
+        if len(dirs) < len(calibration):
             continue  # a repeat without every calibration setting is left out
         content, _ = calibrate(dirs)
         path = scratch / f"cost-{rep}.json"
@@ -358,6 +361,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--doc", default="docs/fidelity.md", help="page whose results section to fill")
     p.add_argument("--paired", action="store_true", help="calibrate every repeat on its own "
                    "calibration runs and predict that repeat's runs with it (repeat_costs)")
+    p.add_argument("--calibrate", nargs="+", default=list(CALIBRATION), metavar="SETTING",
+                   help=f"settings to calibrate on (default: {' '.join(CALIBRATION)})")
+    p.add_argument("--repeats", nargs="+", metavar="REP", help="only these repeats (rep0 ...)")
     p.add_argument("--noise", nargs="+", metavar="RUNS_CSV", help="only the run-to-run noise "
                    "table of earlier results (their runs.csv), one per campaign")
     args = p.parse_args(argv)
@@ -370,16 +376,23 @@ def main(argv: list[str] | None = None) -> int:
     if not args.runs:
         p.error("--runs is required (or --noise)")
     runs = run_dirs(Path(args.runs))
+    if args.repeats:
+        runs = {k: [d for d in v if d.name in args.repeats] for k, v in runs.items()}
+    unknown = [c for c in args.calibrate if c not in runs]
+    if unknown:
+        p.error(f"--calibrate {unknown[0]}: no runs of that setting in {args.runs}")
+    calibration = tuple(args.calibrate)
     data = Path(args.data)
     data.mkdir(parents=True, exist_ok=True)
-    calib = [d for name in CALIBRATION for d in runs.get(name, [])]
+    calib = [d for name in calibration for d in runs.get(name, [])]
     content, fits = calibrate(calib)
     cost = data / "cost.json"
     content["runtime"]["runs"] = [f"{d.parent.name}/{d.name}" for d in calib]
     cost.write_text(cost_file_json(content))
     scratch = Path(tempfile.mkdtemp(prefix="fidelity-"))
     try:
-        df = table(runs, repeat_costs(runs, scratch) if args.paired else cost.resolve(), scratch)
+        costs = repeat_costs(runs, scratch, calibration) if args.paired else cost.resolve()
+        df = table(runs, costs, scratch, calibration)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     df.to_csv(data / "runs.csv", index=False)
