@@ -295,7 +295,8 @@ def _fmt(v: float, metric: str) -> str:
 
 
 def results_markdown(settings: pd.DataFrame, fits: list[Fit], noise: pd.DataFrame | None = None,
-                     paired: bool = False, share: float = float("nan")) -> str:
+                     paired: bool = False, share: float = float("nan"),
+                     calibration: tuple[str, ...] = CALIBRATION) -> str:  # fmt: skip
     """The generated section of docs/fidelity.md: tables of predicted vs measured."""
     which = ("the cost file calibrated on the same repeat's calibration runs (`--paired`)"
              if paired else "the calibrated cost file")  # fmt: skip
@@ -305,7 +306,9 @@ def results_markdown(settings: pd.DataFrame, fits: list[Fit], noise: pd.DataFram
              "trainer's wall time computed from its CPU-time fit and the CPU share it got in "
              "that run (CPU s / wall s of its updates, measured: the one figure of the held-out "
              "run this uses, an environment figure: how much of its core other processes left "
-             "it). *Task lengths*: lengths drawn from the task instead of the run's trace.",
+             "it). *Task lengths*: lengths drawn from the task instead of the run's trace. "
+             f"Calibrated on: {', '.join(f'`{c}`' for c in calibration)}; the rest is held "
+             "out.",
              ""]  # fmt: skip
     head = "| setting | held out | repeats | trainer CPU share | load avg |"
     for m in ("train_tokens_per_s", "step_time_s"):
@@ -404,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     head, rest = text.split(BEGIN, 1)
     tail = rest.split(END, 1)[1]
     noise = noise_floor(df)
-    section = results_markdown(settings, fits, noise, args.paired, repeat_share(df))
+    section = results_markdown(settings, fits, noise, args.paired, repeat_share(df), calibration)
     doc.write_text(f"{head}{BEGIN}\n{section}\n{END}{tail}")
     print(section)
     return 0
