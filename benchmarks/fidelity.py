@@ -357,6 +357,27 @@ def _rankings(settings: pd.DataFrame) -> list[str]:
     return out
 
 
+def verdicts(data_dirs: list[str], bound: float = 0.10) -> list[str]:
+    """A markdown table over earlier analyses (their ``settings.csv``): per analysis, the
+    held-out and the calibration rows within ``bound`` on both train tokens/s and step time,
+    and the rows that are not."""
+    lines = [f"| analysis | repeats | held-out rows within {bound:.0%} on both | calibration "
+             "rows | missed (tokens/s, step time) |", "|---|---|---|---|---|"]  # fmt: skip
+    for d in data_dirs:
+        st = pd.read_csv(Path(d) / "settings.csv")
+        errs = st[["error_train_tokens_per_s", "error_step_time_s"]].abs()
+        ok = (errs <= bound).all(axis=1)
+        held = st["held_out"].astype(bool)
+        missed = ", ".join(f"{r.setting}{'' if r.held_out else ' (calibration)'} "
+                           f"{r.error_train_tokens_per_s:+.0%} / {r.error_step_time_s:+.0%}"
+                           for r in st[~ok].itertuples())  # fmt: skip
+        reps = "-".join(str(n) for n in sorted({int(st["repeats"].min()),
+                                                 int(st["repeats"].max())}))  # fmt: skip
+        lines.append(f"| `{d}` | {reps} | {int(ok[held].sum())} of {int(held.sum())} | "
+                     f"{int(ok[~held].sum())} of {int((~held).sum())} | {missed or '-'} |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--runs", help="output directory of fidelity_runs.py")
@@ -367,9 +388,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calibrate", nargs="+", default=list(CALIBRATION), metavar="SETTING",
                    help=f"settings to calibrate on (default: {' '.join(CALIBRATION)})")
     p.add_argument("--repeats", nargs="+", metavar="REP", help="only these repeats (rep0 ...)")
+    p.add_argument("--verdicts", nargs="+", metavar="DATA_DIR", help="only a table of how "
+                   "earlier analyses (their --data directories) met the bound")
     p.add_argument("--noise", nargs="+", metavar="RUNS_CSV", help="only the run-to-run noise "
                    "table of earlier results (their runs.csv), one per campaign")
     args = p.parse_args(argv)
+    if args.verdicts:
+        print("\n".join(verdicts(args.verdicts)))
+        return 0
     if args.noise:
         for path in args.noise:
             print(f"\n{path}")

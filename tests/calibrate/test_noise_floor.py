@@ -72,3 +72,16 @@ def test_repeat_share_tells_drift_between_repeats_from_noise_within_them():
     # the settings move against each other: the repeat explains nothing
     noise = runs({0: {"a": 110.0, "b": 270.0}, 1: {"a": 90.0, "b": 330.0}})
     assert f.repeat_share(noise) < 1e-9
+
+
+def test_verdicts_count_held_out_and_calibration_rows_apart(tmp_path):
+    f = _fidelity()
+    pd.DataFrame({
+        "setting": ["cal", "near", "far"], "held_out": [False, True, True], "repeats": [5, 5, 4],
+        "error_train_tokens_per_s": [0.12, -0.05, 0.02], "error_step_time_s": [-0.1, 0.1, -0.3],
+    }).to_csv(tmp_path / "settings.csv", index=False)  # fmt: skip
+    (row,) = f.verdicts([str(tmp_path)])[2:]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:4] == ["4-5", "1 of 2", "0 of 1"]
+    assert "cal (calibration) +12% / -10%" in cells[4] and "far +2% / -30%" in cells[4]
+    assert "near" not in cells[4]  # exactly on the bound is within it
