@@ -403,11 +403,13 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(noise_markdown(noise_floor(runs), share=repeat_share(runs))))
         return 0
     if not args.runs:
-        p.error("--runs is required (or --noise)")
+        p.error("--runs is required (or --noise, --verdicts)")
     runs = run_dirs(Path(args.runs))
     if args.repeats:
         runs = {k: [d for d in v if d.name in args.repeats] for k, v in runs.items()}
-    unknown = [c for c in args.calibrate if c not in runs]
+    if not any(runs.values()):
+        p.error(f"no run directories in {args.runs}" + (" of those repeats" * bool(args.repeats)))
+    unknown = [c for c in args.calibrate if not runs.get(c)]
     if unknown:
         p.error(f"--calibrate {unknown[0]}: no runs of that setting in {args.runs}")
     calibration = tuple(args.calibrate)
