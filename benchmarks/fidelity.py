@@ -149,14 +149,16 @@ def table(runs: dict[str, list[Path]], costs: Path | dict[str, Path], scratch: P
     predicted from task lengths. ``costs``: one cost file for every run, or one per repeat
     (``repeat_costs``: a run is predicted with the cost file of its own repeat)."""
     rows = []
+    contents: dict[Path, dict] = {}  # each cost file read once
     for setting, dirs in runs.items():
         for d in dirs:
             cost = costs if isinstance(costs, Path) else costs.get(d.name)
             if cost is None:  # no calibration run of this repeat
                 continue
-            content = json.loads(cost.read_text())
-            held = setting not in calibration
-            row = {"setting": setting, "repeat": d.name, "held_out": held}
+            if cost not in contents:
+                contents[cost] = json.loads(cost.read_text())
+            content = contents[cost]
+            row = {"setting": setting, "repeat": d.name, "held_out": setting not in calibration}
             row.update({f"measured_{k}": v for k, v in measured(d).items()})
             row.update({f"predicted_{k}": v for k, v in predicted(d, cost, trace=True).items()})
             task = predicted(d, cost, trace=False)
