@@ -26,6 +26,7 @@ from laminar.config import load_config
 from laminar.rundir import staged_dir
 from laminar.runtime import cluster, driver, loops
 from laminar.runtime.outputs import write_run_dir
+from laminar.runtime.speedprobe import SpeedProbe
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fidelity import SETTINGS
@@ -50,6 +51,7 @@ def _job_settings(cfg):
 def run_one(cfg, dirs, stack: ExitStack, engines: dict | None, job: str, out: Path) -> dict:
     """One job on the shared engines (started on first use); writes its run directory."""
     t0 = time.time()
+    probe = SpeedProbe(cfg.runtime.speed_probe_s).start()  # its start-up overlaps the launch
     picked = None if engines is None else dict(list(engines.items())[: cfg.runtime.rollouts])
     a = driver.launch(cfg, dirs, t0, stack, rollouts=picked, job=job)
     if picked is not None:  # shared engines were built for another job: give them this one's
@@ -61,7 +63,9 @@ def run_one(cfg, dirs, stack: ExitStack, engines: dict | None, job: str, out: Pa
     t = time.perf_counter()
     steps = loop(a, cfg, lambda m: None)
     wall_s = time.perf_counter() - t
+    speed = probe.stop(t0)
     result = loops.collect(a)
+    result.update(speed_probe=speed)
     nan = {"reward": float("nan"), "version": -1}
     result.update(steps=steps, wall_s=wall_s, setup_s=setup_s, info=a.info, run_id=job)
     result.update(eval_first=nan, eval_last=nan)

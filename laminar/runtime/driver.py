@@ -24,6 +24,7 @@ from laminar.runtime.pools import ExperienceBuffer, PartialResponsePool, PromptP
 from laminar.runtime.relay.tier import weight_path_for
 from laminar.runtime.resume import ResumeState, RunLog, orphans_to_resume
 from laminar.runtime.rollout_node import NodeSetup
+from laminar.runtime.speedprobe import SpeedProbe
 from laminar.runtime.train.group import in_bundle, placement_group_for
 from laminar.runtime.trainer import Trainer
 
@@ -289,6 +290,8 @@ def train(
     with cluster.ray_session(cfg, verbose=verbose, run_dir=run_dir) as dirs, ExitStack() as stack:
         if run_dir is not None:
             sessions.reap_nodes(run_dir, stale, reaped)
+        probe = SpeedProbe(cfg.runtime.speed_probe_s).start()
+        stack.callback(probe.stop, t0)  # a failed run still ends its probe
         actors = launch(cfg, dirs, t0, stack)
         actors.info["faults"] = list(prior.get("faults", []))
         actors.info["prior_wall_s"] = float(prior.get("wall_s", 0.0))
@@ -316,12 +319,14 @@ def train(
         run = loops.run_laminar if cfg.runtime.mode == "laminar" else loops.run_sync
         run(actors, cfg, step_done, sup, log, start)
         wall_s = time.perf_counter() - loop_t + actors.info["prior_wall_s"]
+        speed = probe.stop(t0)
         last = loops.evaluate(actors, cfg)
         result = loops.collect(actors)
         result["manager"]["events"] = actors.info.pop("prior_events") + result["manager"]["events"]
         if model_out is not None:
             ray.get(actors.trainer.save_model.remote(model_out))
     result.update(steps=rows, wall_s=wall_s, setup_s=setup_s, info=actors.info, run_id=dirs.run_id)
+    result.update(speed_probe=speed)
     result.update(eval_first=first, eval_last=last)
     return result
 

@@ -8,6 +8,7 @@
 - ``trainer_steps.csv``: per trainer step: wall and CPU seconds of the update, tokens and the
   sum of squared sequence lengths trained on, publish seconds (the actor stall), load average;
 - ``weight_loads.csv``: every weight load of a rollout (seconds, bytes);
+- ``speed_probe.csv``: the machine's speed beside the run (``speedprobe.py``);
 - ``machine.json``: where things ran (cores of every replica and of the trainer, threads), KV
   capacity, weight bytes, model size, CPU count: what the simulator needs to rebuild the job.
 
@@ -24,6 +25,8 @@ import statistics
 from pathlib import Path
 
 import pandas as pd
+
+from laminar.runtime import speedprobe
 
 PROFILE_DIR = "profile"
 MAX_STEP_ROWS = 20_000  # per replica and job; past it the sampling stride doubles
@@ -115,6 +118,8 @@ def write_profile(cfg, result: dict, out: Path) -> None:
         prof / "weight_loads.csv", index=False
     )
     _trainer_table(result).to_csv(prof / "trainer_steps.csv", index=False)
+    speed = result.get("speed_probe")
+    (speedprobe.empty() if speed is None else speed).to_csv(prof / "speed_probe.csv", index=False)
     (prof / "machine.json").write_text(json.dumps(_machine(cfg, result), indent=2) + "\n")
 
 

@@ -1,0 +1,123 @@
+"""Machine speed probe: a fixed single-core workload timed at top priority beside a run.
+
+A shared machine's speed moves while a run goes on (other tenants, the host's clocks): on the
+2-core development VM the same job's engine steps took 0.6-1.4 times their fitted cost from one
+run to the next (``docs/fidelity.md``). To tell that apart from what a setting costs, a run
+records the machine's speed next to itself: a child process times the same small piece of work
+every ``interval_s`` — ``matmul_s``, single-threaded float32 matrix products (the core's
+arithmetic), and ``python_s``, a pure-Python loop (the interpreter, what a tiny model's engine
+step mostly is) — at the highest priority it may take, so the run's own load does not slow it
+(it takes ~1% of one core). ``laminar calibrate`` refers its coefficients to the median probe of
+its runs, and ``laminar simulate --speed`` predicts a job at another measured speed.
+
+Rows go to ``profile/speed_probe.csv`` (``at_s`` on the run's clock). Run as a module, it is
+the child: ``python -m laminar.runtime.speedprobe OUT.csv INTERVAL_S``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+COLUMNS = ["at_unix_s", "matmul_s", "python_s", "niceness"]
+TOP_PRIORITY = -20  # what the child asks for; without the right to it, it keeps its own
+
+
+def _python_work() -> int:
+    acc = 0
+    for i in range(60_000):
+        acc = (acc + i * i) % 1_000_003
+    return acc
+
+
+def _child(out: str, interval_s: float) -> None:
+    with contextlib.suppress(OSError):  # not permitted: the inherited niceness (in each row)
+        os.setpriority(os.PRIO_PROCESS, 0, TOP_PRIORITY)
+    import torch
+
+    torch.set_num_threads(1)
+    a, b = torch.randn(192, 192), torch.randn(192, 192)
+
+    def matmul() -> None:
+        for _ in range(40):
+            torch.mm(a, b)
+
+    for _ in range(5):  # warm the allocator and the caches
+        matmul()
+        _python_work()
+    nice = os.getpriority(os.PRIO_PROCESS, 0)
+    parent = os.getppid()
+    with open(out, "a", buffering=1) as f:
+        while os.getppid() == parent:  # an orphan (its run died without stopping it) ends
+            t = time.perf_counter()
+            matmul()
+            mm = time.perf_counter() - t
+            t = time.perf_counter()
+            _python_work()
+            py = time.perf_counter() - t
+            f.write(f"{time.time():.3f},{mm:.6f},{py:.6f},{nice}\n")
+            time.sleep(interval_s)
+
+
+class SpeedProbe:
+    """The probe child for one run: ``start()`` it, ``stop()`` it for its rows (module
+    docstring). ``interval_s`` 0: no probe, no rows."""
+
+    def __init__(self, interval_s: float):
+        self.interval_s = float(interval_s)
+        self.proc: subprocess.Popen | None = None
+        self.path: Path | None = None
+
+    def start(self) -> SpeedProbe:
+        if self.interval_s <= 0:
+            return self
+        fd, name = tempfile.mkstemp(prefix="laminar-speed-", suffix=".csv")
+        os.close(fd)
+        self.path = Path(name)
+        cmd = [sys.executable, "-m", "laminar.runtime.speedprobe", name, str(self.interval_s)]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        return self
+
+    def stop(self, t0_unix_s: float) -> pd.DataFrame:
+        """Ends the child; its rows, ``at_s`` counted from ``t0_unix_s``."""
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+        if self.path is None:
+            return empty()
+        try:
+            df = pd.read_csv(self.path, names=COLUMNS)
+        except (pd.errors.EmptyDataError, OSError):
+            df = pd.DataFrame(columns=COLUMNS)
+        finally:
+            self.path.unlink(missing_ok=True)
+            self.path = None
+        df = df.apply(pd.to_numeric, errors="coerce").dropna()  # a line cut by the stop
+        df.insert(0, "at_s", df.pop("at_unix_s") - t0_unix_s)
+        return df.reset_index(drop=True)
+
+    def __enter__(self) -> SpeedProbe:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop(0.0)
+
+
+def empty() -> pd.DataFrame:
+    return pd.DataFrame(columns=["at_s", *COLUMNS[1:]])
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1], float(sys.argv[2]))
