@@ -28,8 +28,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from laminar.calibrate import calibrate, cost_file_json
+from laminar.calibrate import calibrate, cost_file_json, read_run
 from laminar.calibrate.fit import Fit
+from laminar.calibrate.speed import PROBE_FIGURES, at_speed, run_speed
 from laminar.cli.calibrate_cmd import fit_table
 from laminar.config import load_config
 from laminar.plotting import save_figure
@@ -144,10 +145,13 @@ def run_dirs(root: Path) -> dict[str, list[Path]]:
 
 
 def table(runs: dict[str, list[Path]], costs: Path | dict[str, Path], scratch: Path,
-          calibration: tuple[str, ...] = CALIBRATION) -> pd.DataFrame:  # fmt: skip
+          calibration: tuple[str, ...] = CALIBRATION,
+          speed: str = "none") -> pd.DataFrame:  # fmt: skip
     """One row per run: measured; predicted; predicted given the trainer's measured CPU share;
     predicted from task lengths. ``costs``: one cost file for every run, or one per repeat
-    (``repeat_costs``: a run is predicted with the cost file of its own repeat)."""
+    (``repeat_costs``: a run is predicted with the cost file of its own repeat). ``speed``: a
+    probe figure (``laminar/calibrate/speed.py``) to predict every run at the machine speed
+    measured beside it, or ``none``."""
     rows = []
     contents: dict[Path, dict] = {}  # each cost file read once
     for setting, dirs in runs.items():
@@ -159,6 +163,18 @@ def table(runs: dict[str, list[Path]], costs: Path | dict[str, Path], scratch: P
                 contents[cost] = json.loads(cost.read_text())
             content = contents[cost]
             row = {"setting": setting, "repeat": d.name, "held_out": setting not in calibration}
+            measured_speed = run_speed(read_run(d), WARMUP_STEPS)
+            if measured_speed is not None:
+                row["speed_s"] = measured_speed["speed_s"]
+                row.update({f"probe_{k}": measured_speed[k] for k in PROBE_FIGURES})
+            if speed != "none":
+                if measured_speed is None:
+                    raise SystemExit(f"{d}: no speed probe rows (--speed {speed})")
+                content = at_speed(content, measured_speed, speed)
+                row["speed_factor"] = content["runtime"]["speed_scaled_by"]
+                cost = scratch / f"speed-{setting}-{d.name}.json"
+                cost.write_text(json.dumps(content))
+                cost = cost.resolve()
             row.update({f"measured_{k}": v for k, v in measured(d).items()})
             row.update({f"predicted_{k}": v for k, v in predicted(d, cost, trace=True).items()})
             task = predicted(d, cost, trace=False)
@@ -298,7 +314,8 @@ def _fmt(v: float, metric: str) -> str:
 
 def results_markdown(settings: pd.DataFrame, fits: list[Fit], noise: pd.DataFrame | None = None,
                      paired: bool = False, share: float = float("nan"),
-                     calibration: tuple[str, ...] = CALIBRATION) -> str:  # fmt: skip
+                     calibration: tuple[str, ...] = CALIBRATION, speed_note: str = "",
+                     ) -> str:  # fmt: skip
     """The generated section of docs/fidelity.md: tables of predicted vs measured."""
     which = ("the cost file calibrated on the same repeat's calibration runs (`--paired`)"
              if paired else "the calibrated cost file")  # fmt: skip
@@ -310,7 +327,7 @@ def results_markdown(settings: pd.DataFrame, fits: list[Fit], noise: pd.DataFram
              "run this uses, an environment figure: how much of its core other processes left "
              "it). *Task lengths*: lengths drawn from the task instead of the run's trace. "
              f"Calibrated on: {', '.join(f'`{c}`' for c in calibration)}; the rest is held "
-             "out.",
+             "out." + (f" {speed_note}" if speed_note else ""),
              ""]  # fmt: skip
     head = "| setting | held out | repeats | trainer CPU share | load avg |"
     for m in ("train_tokens_per_s", "step_time_s"):
@@ -342,6 +359,21 @@ def results_markdown(settings: pd.DataFrame, fits: list[Fit], noise: pd.DataFram
     lines += ["", f"Fit of {what} (`laminar calibrate`):", "", "```",
               fit_table(fits), "```"]  # fmt: skip
     return "\n".join(lines)
+
+
+def speed_note(df: pd.DataFrame, speed: str) -> str:
+    """How far the machine's speed moved: what ``--speed`` corrected, or what it would have."""
+    if "speed_s" not in df:
+        return "The runs recorded no speed probe."
+    ms = df["speed_s"] * 1e3
+    text = (f"Machine speed beside the runs (probe `speed_s`, larger is slower): "
+            f"{ms.min():.2f}-{ms.max():.2f} ms (median {ms.median():.2f}).")  # fmt: skip
+    if speed == "none":
+        return text + " Predictions do not use it."
+    f = df["speed_factor"]
+    return (text + f" *Every run is predicted at its own measured speed* (`--speed {speed}`): "
+            f"the cost file's time coefficients scaled by the run's probe over the calibration "
+            f"runs' ({f.min():.2f}x-{f.max():.2f}x).")  # fmt: skip
 
 
 def _rankings(settings: pd.DataFrame) -> list[str]:
@@ -390,6 +422,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calibrate", nargs="+", default=list(CALIBRATION), metavar="SETTING",
                    help=f"settings to calibrate on (default: {' '.join(CALIBRATION)})")
     p.add_argument("--repeats", nargs="+", metavar="REP", help="only these repeats (rep0 ...)")
+    p.add_argument("--speed", default="none", choices=["none", "speed_s", *PROBE_FIGURES],
+                   help="predict every run at the machine speed its probe measured, by this "
+                   "figure (speed_s: geometric mean of both; laminar/calibrate/speed.py)")
     p.add_argument("--verdicts", nargs="+", metavar="DATA_DIR", help="only a table of how "
                    "earlier analyses (their --data directories) met the bound")
     p.add_argument("--noise", nargs="+", metavar="RUNS_CSV", help="only the run-to-run noise "
@@ -425,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="fidelity-"))
     try:
         costs = repeat_costs(runs, scratch, calibration) if args.paired else cost.resolve()
-        df = table(runs, costs, scratch, calibration)
+        df = table(runs, costs, scratch, calibration, args.speed)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     df.to_csv(data / "runs.csv", index=False)
@@ -437,7 +472,8 @@ def main(argv: list[str] | None = None) -> int:
     head, rest = text.split(BEGIN, 1)
     tail = rest.split(END, 1)[1]
     noise = noise_floor(df)
-    section = results_markdown(settings, fits, noise, args.paired, repeat_share(df), calibration)
+    section = results_markdown(settings, fits, noise, args.paired, repeat_share(df), calibration,
+                               speed_note(df, args.speed))
     doc.write_text(f"{head}{BEGIN}\n{section}\n{END}{tail}")
     print(section)
     return 0

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from laminar.calibrate import speed
 from laminar.calibrate.coldstart import fit_first_prompts, fit_first_step
 from laminar.calibrate.fit import (
     Fit,
@@ -76,6 +77,9 @@ def calibrate(run_dirs: Sequence[str | Path]) -> tuple[dict, list[Fit]]:
                  "step_base_s": f.values["train_step_base_s"]} for f in cpu
     }  # fmt: skip
     content["fit"].update({f.name: asdict(f) for f in cpu})
+    ref = speed.reference(runs)  # the machine's speed the coefficients hold at
+    if ref is not None:
+        content["runtime"]["speed_reference"] = ref
     return content, fits
 
 

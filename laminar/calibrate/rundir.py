@@ -2,7 +2,8 @@
 
 A run directory must hold ``config.yaml``, ``summary.json`` and ``profile/`` with
 ``engine_steps.csv``, ``trainer_steps.csv``, ``weight_loads.csv`` and ``machine.json``
-(``laminar/runtime/profiling.py`` writes them). Errors name the file, the row and the column.
+(``laminar/runtime/profiling.py`` writes them); ``speed_probe.csv`` is read when present.
+Errors name the file, the row and the column.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from laminar.errors import LaminarError, TraceError
 ENGINE_COLUMNS = ("replica_id", "at_s", "step_s", "decode_seqs", "prefill_tokens", "kv_tokens")
 TRAINER_COLUMNS = ("step", "train_s", "publish_s", "tokens", "tokens_sq")
 LOAD_COLUMNS = ("replica_id", "at_s", "load_s")
+SPEED_COLUMNS = ("at_s", "matmul_s", "python_s")
 MACHINE_KEYS = ("mode", "rollout_cpus", "trainer_threads", "kv_capacity_tokens", "weight_bytes")
 MACHINE_KEYS += ("params", "cpu_model", "model")
 
@@ -40,6 +42,7 @@ class RunData:
     trainer: pd.DataFrame
     loads: pd.DataFrame
     lengths: pd.DataFrame | None = None  # step, length (prompt + response) of each trajectory
+    speed: pd.DataFrame | None = None  # the machine-speed probe's rows (None: not recorded)
 
 
 def read_run(path: str | Path) -> RunData:
@@ -65,7 +68,22 @@ def read_run(path: str | Path) -> RunData:
         trainer=_csv(prof / "trainer_steps.csv", TRAINER_COLUMNS),
         loads=_csv(prof / "weight_loads.csv", LOAD_COLUMNS),
         lengths=_lengths(root / "trajectories.parquet"),
+        speed=_speed(prof / "speed_probe.csv"),
     )
+
+
+def _speed(path: Path) -> pd.DataFrame | None:
+    """The speed probe's rows (``laminar/runtime/speedprobe.py``); None for a run recorded
+    without it."""
+    if not path.is_file():
+        return None
+    df = _csv(path, SPEED_COLUMNS)
+    bad = (df["matmul_s"] <= 0) | (df["python_s"] <= 0)
+    if bad.any():
+        row = int(bad.to_numpy().nonzero()[0][0]) + 1
+        col = "matmul_s" if df["matmul_s"].iloc[row - 1] <= 0 else "python_s"
+        raise TraceError(str(path), "expected seconds > 0", row=row, column=col)
+    return df
 
 
 def _lengths(path: Path) -> pd.DataFrame | None:

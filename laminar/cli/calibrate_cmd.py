@@ -18,6 +18,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="`laminar train` run directories")
     p.add_argument("-o", "--out", required=True, metavar="FILE", help="cost file to write (.json)")
+    p.add_argument(
+        "--at-speed-of",
+        metavar="RUN_DIR",
+        help="scale the time coefficients to the machine speed measured beside this run "
+        "(its profile/speed_probe.csv; laminar/calibrate/speed.py): predict a run made while "
+        "the machine ran faster or slower than during the calibration runs",
+    )
     p.set_defaults(func=_calibrate)
 
 
@@ -27,14 +34,32 @@ def _calibrate(args: argparse.Namespace) -> int:
 
     prepare_file_out(args.out)  # before the fit, not after it
     content, fits = calibrate(args.runs)
+    if args.at_speed_of:
+        content = _at_speed_of(content, args.at_speed_of)
     print(fit_table(fits))
     print()
     for name, c in content["coefficients"].items():
         print(f"  {name:26s} {c['value']:12.4g} {c['unit']}")
     with staged_file(args.out) as tmp:
         tmp.write_text(cost_file_json(content))
+    ref = content["runtime"].get("speed_reference")
+    if ref:
+        print(f"\nmachine speed (probe): {ref['speed_s'] * 1e3:.2f} ms"
+              + (f", {content['runtime']['speed_scaled_by']:.3f}x the calibration runs' time"
+                 if "speed_scaled_by" in content["runtime"] else ""))  # fmt: skip
     print(f"\ncost file: {args.out}  (laminar simulate CONFIG --cost {args.out})")
     return 0
+
+
+def _at_speed_of(content: dict, run_dir: str) -> dict:
+    from laminar.calibrate import RunDirError, read_run
+    from laminar.calibrate.speed import at_speed, run_speed
+
+    measured = run_speed(read_run(run_dir))
+    if measured is None:
+        raise RunDirError(f"{run_dir}/profile/speed_probe.csv: missing or empty (a run recorded "
+                          "with runtime.speed_probe_s=0, or from before the probe)")  # fmt: skip
+    return at_speed(content, measured)
 
 
 def fit_table(fits) -> str:

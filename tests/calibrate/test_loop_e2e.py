@@ -31,13 +31,17 @@ def test_calibrate_simulate_compare(tmp_path, capsys):
     assert main([*args, *(x for kv in sets for x in ("--set", kv))]) == 0
     for name in ("engine_steps.csv", "trainer_steps.csv", "weight_loads.csv", "machine.json"):
         assert (run / "profile" / name).is_file(), name
+    probe = pd.read_csv(run / "profile" / "speed_probe.csv")  # one sample a second beside it
+    assert len(probe) >= 3 and (probe["matmul_s"] > 0).all() and (probe["python_s"] > 0).all()
     steps = pd.read_csv(run / "profile" / "engine_steps.csv")
     assert len(steps) > 20 and (steps["step_s"] > 0).all() and steps["decode_seqs"].max() > 1
 
     cost = tmp_path / "cost.json"
-    assert main(["calibrate", str(run), "-o", str(cost)]) == 0
+    assert main(["calibrate", str(run), "-o", str(cost), "--at-speed-of", str(run)]) == 0
     assert "engine step" in capsys.readouterr().out
-    assert "runtime" in json.loads(cost.read_text())
+    content = json.loads(cost.read_text())
+    assert content["runtime"]["speed_reference"]["runs"] == 1
+    assert content["runtime"]["speed_scaled_by"] == pytest.approx(1.0)  # its own speed
 
     sim = tmp_path / "sim"
     trace = f"workload.source={{type: trace, path: {run / 'trajectories.parquet'}}}"
