@@ -263,6 +263,17 @@ def noise_floor(df: pd.DataFrame, *, bound: float = 0.10, draws: int = 20000,
     return pd.DataFrame(rows)
 
 
+def at_reference_speed(df: pd.DataFrame) -> pd.DataFrame:
+    """The measured figures moved to the calibration's machine speed (``speed_factor``: the
+    run's probe over the reference; larger is slower): the runs' spread that a model following
+    the measured speed still faces."""
+    out = df.copy()
+    for k in ("train_tokens_per_s", "gen_tokens_per_s"):
+        out[f"measured_{k}"] = df[f"measured_{k}"] * df["speed_factor"]
+    out["measured_step_time_s"] = df["measured_step_time_s"] / df["speed_factor"]
+    return out
+
+
 def repeat_share(df: pd.DataFrame) -> float:
     """The share of the run-to-run variance of train tokens/s that the repeat explains.
 
@@ -280,13 +291,16 @@ def repeat_share(df: pd.DataFrame) -> float:
     return float((effect**2).mean()) / total if total > 0 else float("nan")
 
 
-def noise_markdown(noise: pd.DataFrame, bound: float = 0.10, share: float = float("nan")
-                   ) -> list[str]:  # fmt: skip
+def noise_markdown(noise: pd.DataFrame, bound: float = 0.10, share: float = float("nan"),
+                   at_speed: bool = False) -> list[str]:  # fmt: skip
     lines = ["", f"Run-to-run noise (`noise_floor`): the chance that a perfect model meets "
              f"\"within {bound:.0%} on train tokens/s and step time\" on medians of this many "
              "repeats, resampling the measured runs; CV = standard deviation / mean of train "
              "tokens/s over the repeats, measured and predicted (the prediction's spread is the "
-             "workload's: it replays each run's lengths).", "",
+             "workload's: it replays each run's lengths)."
+             + (" The measured figures are first moved to the calibration runs' machine speed "
+                "(`at_reference_speed`): the spread a model that follows the measured speed "
+                "still faces." if at_speed else ""), "",
              "| setting | CV measured | CV predicted | perfect model within bound |",
              "|---|---|---|---|"]  # fmt: skip
     for _, r in noise.iterrows():
@@ -354,26 +368,37 @@ def results_markdown(settings: pd.DataFrame, fits: list[Fit], noise: pd.DataFram
     lines += ["", "Ranking (train tokens/s ratio, measured vs predicted):", ""]
     lines += _rankings(settings)
     if noise is not None:
-        lines += noise_markdown(noise, share=share)
+        lines += noise_markdown(noise, share=share, at_speed=bool(speed_note) and
+                                "*Every run is predicted" in speed_note)  # fmt: skip
     what = "all the calibration runs together" if paired else "the calibration runs"
     lines += ["", f"Fit of {what} (`laminar calibrate`):", "", "```",
               fit_table(fits), "```"]  # fmt: skip
     return "\n".join(lines)
 
 
+def error_scatter(df: pd.DataFrame) -> float:
+    """How much the per-run error of train tokens/s scatters within a setting: the standard
+    deviation of log(predicted / measured) over each setting's repeats, mean over settings
+    (what the machine's drift adds to a prediction that does not follow it)."""
+    err = np.log(df["predicted_train_tokens_per_s"] / df["measured_train_tokens_per_s"])
+    return float(err.groupby(df["setting"]).std().mean())
+
+
 def speed_note(df: pd.DataFrame, speed: str) -> str:
     """How far the machine's speed moved: what ``--speed`` corrected, or what it would have."""
+    scatter = (f" Per-run error scatter (`error_scatter`: sd of log(predicted / measured) "
+               f"train tokens/s within a setting, mean over settings): {error_scatter(df):.3f}.")
     if "speed_s" not in df:
-        return "The runs recorded no speed probe."
+        return "The runs recorded no speed probe." + scatter
     ms = df["speed_s"] * 1e3
     text = (f"Machine speed beside the runs (probe `speed_s`, larger is slower): "
             f"{ms.min():.2f}-{ms.max():.2f} ms (median {ms.median():.2f}).")  # fmt: skip
     if speed == "none":
-        return text + " Predictions do not use it."
+        return text + " Predictions do not use it." + scatter
     f = df["speed_factor"]
     return (text + f" *Every run is predicted at its own measured speed* (`--speed {speed}`): "
             f"the cost file's time coefficients scaled by the run's probe over the calibration "
-            f"runs' ({f.min():.2f}x-{f.max():.2f}x).")  # fmt: skip
+            f"runs' ({f.min():.2f}x-{f.max():.2f}x)." + scatter)  # fmt: skip
 
 
 def _rankings(settings: pd.DataFrame) -> list[str]:
@@ -471,7 +496,8 @@ def main(argv: list[str] | None = None) -> int:
     text = doc.read_text() if doc.exists() else f"# Simulator fidelity\n\n{BEGIN}\n{END}\n"
     head, rest = text.split(BEGIN, 1)
     tail = rest.split(END, 1)[1]
-    noise = noise_floor(df)
+    # a model that follows the measured speed faces the runs' spread at one speed
+    noise = noise_floor(at_reference_speed(df) if args.speed != "none" else df)
     section = results_markdown(settings, fits, noise, args.paired, repeat_share(df), calibration,
                                speed_note(df, args.speed))
     doc.write_text(f"{head}{BEGIN}\n{section}\n{END}{tail}")
