@@ -6,6 +6,7 @@ import importlib.util
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -85,3 +86,40 @@ def test_verdicts_count_held_out_and_calibration_rows_apart(tmp_path):
     assert cells[1:4] == ["4-5", "1 of 2", "0 of 1"]
     assert "cal (calibration) +12% / -10%" in cells[4] and "far +2% / -30%" in cells[4]
     assert "near" not in cells[4]  # exactly on the bound is within it
+
+
+def test_moving_runs_to_one_speed_takes_the_drift_out_of_their_spread():
+    f = _fidelity()
+    speed = [0.8, 1.0, 1.25, 1.1, 0.9]  # time multipliers of the machine in each run
+    df = _runs("a", [100.0 / k for k in speed])  # a perfectly regular job on a drifting machine
+    df["measured_gen_tokens_per_s"] = [50.0 / k for k in speed]
+    df["predicted_train_tokens_per_s"] = 100.0
+    df["speed_factor"] = speed
+    at = f.at_reference_speed(df)
+    assert at["measured_train_tokens_per_s"].tolist() == pytest.approx([100.0] * 5)
+    assert at["measured_gen_tokens_per_s"].tolist() == pytest.approx([50.0] * 5)
+    assert at["measured_step_time_s"].tolist() == pytest.approx([10.0] * 5)
+    # the constant prediction's error scatters with the drift; at one speed it would not
+    assert f.error_scatter(df) > 0.1
+    assert f.error_scatter(at) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_in_flight_counts_the_window_and_splits_overhead_from_per_token_time():
+    spec = importlib.util.spec_from_file_location(
+        "inflight_bench", ROOT / "benchmarks" / "fidelity_inflight.py")  # fmt: skip
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    # trajectories of 10..40 tokens, 0.05 s overhead + 0.01 s a token, two at a time from 0 s
+    lens = [10, 20, 30, 40] * 5
+    rows, t = [], [0.0, 0.0]
+    for i, n in enumerate(lens):
+        lane = i % 2
+        rows.append({"response_len": n, "gen_start_s": t[lane],
+                     "gen_end_s": t[lane] + 0.05 + 0.01 * n})  # fmt: skip
+        t[lane] = rows[-1]["gen_end_s"]
+    traj = pd.DataFrame(rows)
+    hi = float(traj["gen_end_s"].min() + 1.0)
+    out = mod.inflight(traj, 0.0, hi)
+    assert out["overhead_s"] == pytest.approx(0.05) and out["per_token_s"] == pytest.approx(0.01)
+    assert out["in_flight"] == pytest.approx(2.0)  # both lanes busy the whole window
+    assert out["started"] == (traj["gen_end_s"] <= hi).sum()
