@@ -175,8 +175,8 @@ class RuntimeConfig(Section):
     speed_probe_s: float = Field(1.0, ge=0.0, le=3600.0)
     """Seconds between two samples of the machine-speed probe, a fixed single-core workload
     timed at top priority beside the run (``laminar/runtime/speedprobe.py``; 0..3600, ~1% of a
-    core at 1 s); 0: none. ``profile/speed_probe.csv`` is what lets ``laminar calibrate`` and
-    ``laminar simulate --speed`` tell a slow machine from a slow setting."""
+    core at 1 s); 0: none. ``profile/speed_probe.csv`` is what lets ``laminar calibrate`` (and its
+    ``--at-speed-of RUN_DIR``) tell a slow machine from a slow setting."""
 
     trainer_threads: int = Field(1, ge=1, le=1024)
     """Torch threads of an unpinned trainer on CPU (count, 1..1024)."""

@@ -5,10 +5,12 @@ A shared machine's speed moves while a run goes on (other tenants, the host's cl
 run to the next (``docs/fidelity.md``). To tell that apart from what a setting costs, a run
 records the machine's speed next to itself: a child process times the same small piece of work
 every ``interval_s`` — ``matmul_s``, single-threaded float32 matrix products (the core's
-arithmetic), and ``python_s``, a pure-Python loop (the interpreter, what a tiny model's engine
-step mostly is) — at the highest priority it may take, so the run's own load does not slow it
-(it takes ~1% of one core). ``laminar calibrate`` refers its coefficients to the median probe of
-its runs, and ``laminar simulate --speed`` predicts a job at another measured speed.
+arithmetic), and ``python_s``, a pure-Python loop (the interpreter) — at the highest priority
+it may take, so that the run's own processes wait for it rather than it for them (it takes ~1%
+of one core; it still shares the machine's caches and memory with the run).
+``laminar calibrate`` records the speed of its runs in the cost file, and its
+``--at-speed-of RUN_DIR`` moves the cost file to the speed measured beside another run
+(``laminar/calibrate/speed.py``).
 
 Rows go to ``profile/speed_probe.csv`` (``at_s`` on the run's clock). Run as a module, it is
 the child: ``python -m laminar.runtime.speedprobe OUT.csv INTERVAL_S``.
@@ -82,7 +84,10 @@ class SpeedProbe:
         os.close(fd)
         self.path = Path(name)
         cmd = [sys.executable, "-m", "laminar.runtime.speedprobe", name, str(self.interval_s)]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        # quiet: a probe that cannot run leaves an empty file, which calibration reads as
+        # "not recorded" (the run itself does not depend on it)
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)  # fmt: skip
         return self
 
     def stop(self, t0_unix_s: float) -> pd.DataFrame:
