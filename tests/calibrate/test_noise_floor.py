@@ -123,3 +123,17 @@ def test_in_flight_counts_the_window_and_splits_overhead_from_per_token_time():
     assert out["overhead_s"] == pytest.approx(0.05) and out["per_token_s"] == pytest.approx(0.01)
     assert out["in_flight"] == pytest.approx(2.0)  # both lanes busy the whole window
     assert out["started"] == (traj["gen_end_s"] <= hi).sum()
+
+
+def test_other_core_overlap_merges_intervals_and_clips_to_each_step():
+    spec = importlib.util.spec_from_file_location(
+        "crosscore_bench", ROOT / "benchmarks" / "fidelity_crosscore.py")  # fmt: skip
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    import numpy as np
+
+    union = mod.merged(np.array([[5.0, 7.0], [0.0, 2.0], [1.0, 3.0]]))
+    assert union.tolist() == [[0.0, 3.0], [5.0, 7.0]]
+    steps_a, steps_b = np.array([0.0, 2.5, 3.0, 4.0]), np.array([1.0, 5.5, 5.0, 8.0])
+    assert mod.overlap(union, steps_a, steps_b).tolist() == pytest.approx([1.0, 1.0, 0.0, 2.0])
+    assert mod.overlap(np.zeros((0, 2)), steps_a, steps_b).tolist() == [0.0] * 4
