@@ -6,7 +6,8 @@ Usage::
     PYTHONPATH=. python benchmarks/fidelity.py --runs runs/fidelity
 
 Calibrates on the runs of ``CALIBRATION`` (every repeat; ``--calibrate`` names other settings;
-``--paired``: each repeat on its own), then simulates every run (``laminar simulate`` of the
+``--paired``: each repeat on its own; ``--speed speed_s``: every run at the machine speed its
+probe measured, ``laminar/calibrate/speed.py``), then simulates every run (``laminar simulate`` of the
 run's own ``config.yaml`` with the cost file; response lengths replayed from the run's trace, as
 Vidur replays request lengths: the workload is an input, the timing is the prediction; a second
 prediction draws them from the task instead) and compares:
