@@ -7,10 +7,10 @@ Usage::
 
 Calibrates on the runs of ``CALIBRATION`` (every repeat; ``--calibrate`` names other settings;
 ``--paired``: each repeat on its own; ``--speed speed_s``: every run at the machine speed its
-probe measured, ``laminar/calibrate/speed.py``), then simulates every run (``laminar simulate`` of the
-run's own ``config.yaml`` with the cost file; response lengths replayed from the run's trace, as
-Vidur replays request lengths: the workload is an input, the timing is the prediction; a second
-prediction draws them from the task instead) and compares:
+probe measured, ``laminar/calibrate/speed.py``), then simulates every run (``laminar
+simulate`` of the run's own ``config.yaml`` with the cost file; response lengths replayed from
+the run's trace, as Vidur replays request lengths: the workload is an input, the timing is the
+prediction; a second prediction draws them from the task instead) and compares:
 train tokens/s, mean step time, generation tokens/s, staleness mean/max, mean KV tokens per
 replica. Writes ``docs/fidelity/`` (runs.csv: one row per run; settings.csv: medians per
 setting with spread and error; cost.json; fidelity.png) and the results section of
@@ -330,7 +330,7 @@ def _fmt(v: float, metric: str) -> str:
 def results_markdown(settings: pd.DataFrame, fits: list[Fit], noise: pd.DataFrame | None = None,
                      paired: bool = False, share: float = float("nan"),
                      calibration: tuple[str, ...] = CALIBRATION, speed_note: str = "",
-                     ) -> str:  # fmt: skip
+                     at_speed: bool = False) -> str:  # fmt: skip
     """The generated section of docs/fidelity.md: tables of predicted vs measured."""
     which = ("the cost file calibrated on the same repeat's calibration runs (`--paired`)"
              if paired else "the calibrated cost file")  # fmt: skip
@@ -369,8 +369,7 @@ def results_markdown(settings: pd.DataFrame, fits: list[Fit], noise: pd.DataFram
     lines += ["", "Ranking (train tokens/s ratio, measured vs predicted):", ""]
     lines += _rankings(settings)
     if noise is not None:
-        lines += noise_markdown(noise, share=share, at_speed=bool(speed_note) and
-                                "*Every run is predicted" in speed_note)  # fmt: skip
+        lines += noise_markdown(noise, share=share, at_speed=at_speed)
     what = "all the calibration runs together" if paired else "the calibration runs"
     lines += ["", f"Fit of {what} (`laminar calibrate`):", "", "```",
               fit_table(fits), "```"]  # fmt: skip
@@ -500,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
     # a model that follows the measured speed faces the runs' spread at one speed
     noise = noise_floor(at_reference_speed(df) if args.speed != "none" else df)
     section = results_markdown(settings, fits, noise, args.paired, repeat_share(df), calibration,
-                               speed_note(df, args.speed))
+                               speed_note(df, args.speed), at_speed=args.speed != "none")
     doc.write_text(f"{head}{BEGIN}\n{section}\n{END}{tail}")
     print(section)
     return 0
