@@ -290,7 +290,7 @@ def train(
     with cluster.ray_session(cfg, verbose=verbose, run_dir=run_dir) as dirs, ExitStack() as stack:
         if run_dir is not None:
             sessions.reap_nodes(run_dir, stale, reaped)
-        probe = SpeedProbe(cfg.runtime.speed_probe_s).start()
+        probe = SpeedProbe(cfg.runtime.speed_probe_s, dirs.tmp).start()
         stack.callback(probe.stop, t0)  # a failed run still ends its probe
         actors = launch(cfg, dirs, t0, stack)
         actors.info["faults"] = list(prior.get("faults", []))

@@ -70,17 +70,21 @@ def _child(out: str, interval_s: float) -> None:
 
 class SpeedProbe:
     """The probe child for one run: ``start()`` it, ``stop()`` it for its rows (module
-    docstring). ``interval_s`` 0: no probe, no rows."""
+    docstring). ``interval_s`` 0: no probe, no rows. Its file lives in ``scratch`` (the run's
+    scratch directory, which a killed run's ``--resume`` removes), else the system's temp."""
 
-    def __init__(self, interval_s: float):
+    def __init__(self, interval_s: float, scratch: Path | None = None):
         self.interval_s = float(interval_s)
+        self.scratch = scratch  # where its file lives until stop() (the run's scratch dir)
         self.proc: subprocess.Popen | None = None
         self.path: Path | None = None
 
     def start(self) -> SpeedProbe:
         if self.interval_s <= 0:
             return self
-        fd, name = tempfile.mkstemp(prefix="laminar-speed-", suffix=".csv")
+        if self.scratch is not None:
+            self.scratch.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix="speed-probe-", suffix=".csv", dir=self.scratch)
         os.close(fd)
         self.path = Path(name)
         cmd = [sys.executable, "-m", "laminar.runtime.speedprobe", name, str(self.interval_s)]

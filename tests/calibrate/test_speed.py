@@ -99,16 +99,17 @@ def test_a_bad_probe_row_is_named(tmp_path, capsys):
     assert rc != 0 and "speed_probe.csv" in err and "python_s" in err and "5" in err
 
 
-def test_the_probe_samples_beside_the_caller_and_stops():
+def test_the_probe_samples_beside_the_caller_and_stops(tmp_path):
     t0 = time.time()
-    probe = SpeedProbe(0.2).start()
+    probe = SpeedProbe(0.2, tmp_path / "scratch").start()
+    assert probe.path.parent == tmp_path / "scratch"  # the run's scratch dir, not /tmp
     deadline = time.time() + 120  # the child imports torch (slow on a loaded machine), then
     while time.time() < deadline:  # samples every 0.2 s
         if len(probe.path.read_text().splitlines()) >= 3:
             break
         time.sleep(0.2)
     rows = probe.stop(t0)
-    assert probe.proc is None
+    assert probe.proc is None and not any((tmp_path / "scratch").iterdir())
     assert len(rows) >= 3, rows
     assert (rows["matmul_s"] > 0).all() and (rows["python_s"] > 0).all()
     assert rows["at_s"].is_monotonic_increasing and (rows["at_s"] > 0).all()
