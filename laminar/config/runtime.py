@@ -174,7 +174,7 @@ class RuntimeConfig(Section):
 
     speed_probe_s: float = Field(1.0, ge=0.0, le=3600.0)
     """Seconds between two samples of the machine-speed probe, a fixed single-core workload
-    timed at top priority beside the run (``laminar/runtime/speedprobe.py``; 0..3600, ~1% of a
+    timed at top priority beside the run (``laminar/runtime/speedprobe.py``; 0..3600, ~1.3% of a
     core at 1 s); 0: none. ``profile/speed_probe.csv`` is what lets ``laminar calibrate`` (and its
     ``--at-speed-of RUN_DIR``) tell a slow machine from a slow setting."""
 

@@ -6,7 +6,7 @@ run to the next (``docs/fidelity.md``). To tell that apart from what a setting c
 records the machine's speed next to itself: a child process times the same small piece of work
 every ``interval_s`` — ``matmul_s``, single-threaded float32 matrix products (the core's
 arithmetic), and ``python_s``, a pure-Python loop (the interpreter) — at the highest priority
-it may take, so that the run's own processes wait for it rather than it for them (it takes ~1%
+it may take, so that the run's own processes wait for it rather than it for them (it takes ~1.3%
 of one core; it still shares the machine's caches and memory with the run).
 ``laminar calibrate`` records the speed of its runs in the cost file, and its
 ``--at-speed-of RUN_DIR`` moves the cost file to the speed measured beside another run
