@@ -29,9 +29,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from laminar.calibrate import calibrate, cost_file_json, read_run
+from laminar.calibrate import calibrate, cost_file_json
 from laminar.calibrate.fit import Fit
-from laminar.calibrate.speed import PROBE_FIGURES, at_speed, run_speed
+from laminar.calibrate.rundir import step_timeline
+from laminar.calibrate.speed import PROBE_FIGURES, at_speed, dir_speed
 from laminar.cli.calibrate_cmd import fit_table
 from laminar.config import load_config
 from laminar.plotting import save_figure
@@ -62,9 +63,7 @@ WARMUP_STEPS = 1  # left out of both sides: the first step pays cold starts (eng
 def step_seconds(run: Path) -> pd.Series:
     """Each trainer step's wall seconds: laminar runs call the trainer back to back (waiting
     for data, training, publishing); sync runs generate first (``gen_s``) and then train."""
-    st = pd.read_csv(run / "steps.csv")
-    first = st["gen_s"] if "gen_s" in st else st["wait_s"]
-    return first + st["train_s"] + st["publish_s"]
+    return step_timeline(run, 0.0)["took_s"]
 
 
 def measured(run: Path) -> dict:
@@ -95,13 +94,19 @@ def measured(run: Path) -> dict:
     }
 
 
-def predicted(run: Path, cost: Path, *, trace: bool) -> dict:
-    """The simulator's figures for the job in ``run/config.yaml``."""
+def job_config(run: Path, cost: Path, *, trace: bool = True):
+    """The job in ``run/config.yaml`` as the simulator predicts it: with the cost file, the
+    figures' warm-up, and (``trace``) the run's own response lengths."""
     sets = [f"sim.cost_file={cost}", f"sim.warmup_steps={WARMUP_STEPS}"]
     if trace:
         path = run / "trajectories.parquet"
         sets.append(f"workload.source={{type: trace, path: {path}}}")
-    res = simulate(load_config(run / "config.yaml", overrides=sets))
+    return load_config(run / "config.yaml", overrides=sets)
+
+
+def predicted(run: Path, cost: Path, *, trace: bool) -> dict:
+    """The simulator's figures for the job in ``run/config.yaml``."""
+    res = simulate(job_config(run, cost, trace=trace))
     row = res.summary.iloc[0]
     cap = res.cost_models[row["system"]].kv_capacity_tokens
     return {
@@ -164,7 +169,7 @@ def table(runs: dict[str, list[Path]], costs: Path | dict[str, Path], scratch: P
                 contents[cost] = json.loads(cost.read_text())
             content = contents[cost]
             row = {"setting": setting, "repeat": d.name, "held_out": setting not in calibration}
-            measured_speed = run_speed(read_run(d), WARMUP_STEPS)
+            measured_speed = dir_speed(d, WARMUP_STEPS)
             if measured_speed is not None:
                 row["speed_s"] = measured_speed["speed_s"]
                 row.update({f"probe_{k}": measured_speed[k] for k in PROBE_FIGURES})

@@ -27,7 +27,8 @@ import numpy as np
 import pandas as pd
 
 from laminar.calibrate import read_run
-from laminar.calibrate.fit import mate_load
+from laminar.calibrate.fit import _covered, _length_before, mate_load
+from laminar.calibrate.rundir import step_timeline
 from laminar.calibrate.speed import run_speed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -37,47 +38,17 @@ BINS = [-0.01, 0.1, 0.5, 0.9, 1.01]
 LABELS = ["other < 0.1", "0.1-0.5", "0.5-0.9", "other > 0.9"]
 
 
-def merged(intervals: np.ndarray) -> np.ndarray:
-    """Sorted, non-overlapping union of ``[start, end]`` rows."""
-    if len(intervals) == 0:
-        return np.zeros((0, 2))
-    iv = intervals[np.argsort(intervals[:, 0])]
-    out = [list(iv[0])]
-    for a, b in iv[1:]:
-        if a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return np.array(out)
-
-
-def overlap(union: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Length of ``union`` (merged intervals) inside each ``[a, b]``."""
-    if len(union) == 0:
-        return np.zeros(len(a))
-    s, e = union[:, 0], union[:, 1]
-    before = np.concatenate([[0.0], np.cumsum(e - s)])
-
-    def upto(x: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(s, x, side="right")  # intervals starting at or before x
-        j = np.maximum(i - 1, 0)
-        part = np.clip(x - s[j], 0.0, e[j] - s[j])
-        return np.where(i > 0, before[j] + part, 0.0)
-
-    return upto(b) - upto(a)
+def overlap(intervals: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Length of the union of ``intervals`` (``[start, end]`` rows) inside each ``[a, b]``."""
+    cover = _covered(intervals)
+    return _length_before(b, cover) - _length_before(a, cover)
 
 
 def trainer_intervals(run_dir: Path) -> np.ndarray:
-    """The trainer's update intervals on the job clock, rebuilt from ``steps.csv``."""
-    st = pd.read_csv(run_dir / "steps.csv")
-    t = float(json.loads((run_dir / "summary.json").read_text())["setup_s"])
-    first = st["gen_s"] if "gen_s" in st else st["wait_s"]
-    out = []
-    for before, train, publish in zip(first, st["train_s"], st["publish_s"], strict=True):
-        t += before
-        out.append((t, t + train))
-        t += train + publish
-    return np.array(out, dtype=float).reshape(-1, 2)
+    """The trainer's update intervals on the job clock (``step_timeline``)."""
+    setup_s = float(json.loads((run_dir / "summary.json").read_text())["setup_s"])
+    st = step_timeline(run_dir, setup_s)
+    return np.column_stack([st["train_start_s"], st["train_start_s"] + st["train_s"]])
 
 
 def other_share(run, run_dir: Path) -> np.ndarray:
@@ -98,9 +69,9 @@ def other_share(run, run_dir: Path) -> np.ndarray:
         if trainer - cpus[i]:
             parts.append(train)
         if parts:
-            union = merged(np.vstack(parts))
             length = np.maximum(end[mine] - start[mine], 1e-12)
-            out[mine] = np.clip(overlap(union, start[mine], end[mine]) / length, 0.0, 1.0)
+            busy = overlap(np.vstack(parts), start[mine], end[mine])
+            out[mine] = np.clip(busy / length, 0.0, 1.0)
     return out
 
 

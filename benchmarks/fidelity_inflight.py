@@ -32,13 +32,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from laminar.calibrate import read_run
-from laminar.calibrate.speed import PROBE_FIGURES, at_speed, run_speed
-from laminar.config import load_config
+from laminar.calibrate.rundir import step_timeline
+from laminar.calibrate.speed import PROBE_FIGURES, at_speed, dir_speed
 from laminar.sim import simulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fidelity import WARMUP_STEPS, run_dirs, step_seconds
+from fidelity import WARMUP_STEPS, job_config, run_dirs
 
 
 def inflight(traj: pd.DataFrame, lo: float, hi: float) -> dict:
@@ -62,10 +61,10 @@ def inflight(traj: pd.DataFrame, lo: float, hi: float) -> dict:
 def real_window(run: Path) -> tuple[float, float]:
     """The real run's figures' window on its job clock (``fidelity.measured``)."""
     s = json.loads((run / "summary.json").read_text())
-    took = step_seconds(run)
-    steps = pd.read_csv(run / "steps.csv")["step"]
-    lo = s["setup_s"] + float(took[steps < WARMUP_STEPS].sum())
-    return lo, lo + float(took[steps >= WARMUP_STEPS].sum())
+    steps = step_timeline(run, 0.0)
+    took, warm = steps["took_s"], steps["step"] < WARMUP_STEPS
+    lo = s["setup_s"] + float(took[warm].sum())
+    return lo, lo + float(took[~warm].sum())
 
 
 def sim_window(steps: pd.DataFrame) -> tuple[float, float]:
@@ -74,9 +73,7 @@ def sim_window(steps: pd.DataFrame) -> tuple[float, float]:
 
 
 def simulated(run: Path, cost: Path) -> dict:
-    sets = [f"sim.cost_file={cost}", f"sim.warmup_steps={WARMUP_STEPS}",
-            f"workload.source={{type: trace, path: {run / 'trajectories.parquet'}}}"]  # fmt: skip
-    res = simulate(load_config(run / "config.yaml", overrides=sets))
+    res = simulate(job_config(run, cost))  # the run's own lengths, as fidelity.py predicts
     return inflight(res.trajectories, *sim_window(res.steps))
 
 
@@ -115,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                 at = cost
                 if args.speed != "none":  # the run's own measured speed (fidelity.py --speed)
                     at = Path(scratch) / f"{setting}-{d.name}.json"
-                    speed = run_speed(read_run(d), WARMUP_STEPS)
+                    speed = dir_speed(d, WARMUP_STEPS)
                     at.write_text(json.dumps(at_speed(content, speed, args.speed)))
                 sim = simulated(d, at)
                 row = {"setting": setting, "repeat": d.name}

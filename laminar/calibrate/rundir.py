@@ -68,11 +68,29 @@ def read_run(path: str | Path) -> RunData:
         trainer=_csv(prof / "trainer_steps.csv", TRAINER_COLUMNS),
         loads=_csv(prof / "weight_loads.csv", LOAD_COLUMNS),
         lengths=_lengths(root / "trajectories.parquet"),
-        speed=_speed(prof / "speed_probe.csv"),
+        speed=read_speed_probe(prof / "speed_probe.csv"),
     )
 
 
-def _speed(path: Path) -> pd.DataFrame | None:
+def step_timeline(root: Path, setup_s: float) -> pd.DataFrame | None:
+    """Each trainer step of the run in ``root`` on the job clock, from ``steps.csv`` (None
+    without one): ``step``; ``before_s`` (sync runs generate first, ``gen_s``; laminar runs
+    wait for data, ``wait_s``); ``train_s``; ``took_s``, the step's wall seconds (before, train,
+    publish back to back); ``train_start_s`` and ``end_s``, counted from the loop's start at
+    ``setup_s``."""
+    path = root / "steps.csv"
+    if not path.is_file():
+        return None
+    st = pd.read_csv(path)
+    before = st["gen_s"] if "gen_s" in st else st["wait_s"]
+    took = before + st["train_s"] + st["publish_s"]
+    end = setup_s + took.cumsum()
+    return pd.DataFrame({"step": st["step"], "before_s": before, "train_s": st["train_s"],
+                         "took_s": took, "train_start_s": end - took + before,
+                         "end_s": end})  # fmt: skip
+
+
+def read_speed_probe(path: Path) -> pd.DataFrame | None:
     """The speed probe's rows (``laminar/runtime/speedprobe.py``); None for a run recorded
     without it."""
     if not path.is_file():

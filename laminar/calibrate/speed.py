@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 
-from laminar.calibrate.rundir import RunData, RunDirError
+from laminar.calibrate.rundir import RunData, RunDirError, read_speed_probe, step_timeline
 
 PROBE_FIGURES = ("matmul_s", "python_s")
 # How each time figure of a cost file moves with the machine's speed: seconds with it, rates
@@ -32,12 +33,23 @@ RUNTIME_RATES_BY = ("trainer_flop_per_s_by_threads",)
 
 def run_speed(run: RunData, skip_steps: int = 1) -> dict | None:
     """``{matmul_s, python_s, speed_s, samples}`` of one run (module docstring); None when
-    the run has no probe rows in its window (a run recorded without ``runtime.speed_probe_s``)."""
-    probe = run.speed
+    the run has no probe rows (a run recorded without ``runtime.speed_probe_s``)."""
+    return window_speed(run.speed, _window_start(run.path, run.summary, skip_steps))
+
+
+def dir_speed(root: str | Path, skip_steps: int = 1) -> dict | None:
+    """:func:`run_speed` of the run directory ``root``, reading only what it needs."""
+    root = Path(root)
+    summary = json.loads((root / "summary.json").read_text())
+    probe = read_speed_probe(root / "profile" / "speed_probe.csv")
+    return window_speed(probe, _window_start(root, summary, skip_steps))
+
+
+def window_speed(probe: pd.DataFrame | None, start_s: float) -> dict | None:
+    """The probe's figures over its samples from ``start_s`` on (every sample when none is)."""
     if probe is None or probe.empty:
         return None
-    start = float(run.summary.get("setup_s", 0.0)) + _first_steps_s(run, skip_steps)
-    win = probe[probe["at_s"] >= start]
+    win = probe[probe["at_s"] >= start_s]
     if win.empty:
         win = probe  # a run shorter than its warm-up: every sample
     out = {k: float(win[k].median()) for k in PROBE_FIGURES}
@@ -46,16 +58,13 @@ def run_speed(run: RunData, skip_steps: int = 1) -> dict | None:
     return out
 
 
-def _first_steps_s(run: RunData, skip_steps: int) -> float:
-    """Wall seconds of the run's first ``skip_steps`` trainer steps (``steps.csv``: sync runs
-    generate, ``gen_s``, laminar runs wait, ``wait_s``; then train and publish)."""
-    path = run.path / "steps.csv"
-    if skip_steps <= 0 or not path.is_file():
-        return 0.0
-    st = pd.read_csv(path)
-    first = st["gen_s"] if "gen_s" in st else st.get("wait_s", 0.0)
-    took = first + st.get("train_s", 0.0) + st.get("publish_s", 0.0)
-    return float(took[st["step"] < skip_steps].sum())
+def _window_start(root: Path, summary: dict, skip_steps: int) -> float:
+    """Where the window opens on the job clock: the loop's start, after ``skip_steps`` steps."""
+    setup_s = float(summary.get("setup_s", 0.0))
+    steps = step_timeline(root, setup_s) if skip_steps > 0 else None
+    if steps is None:
+        return setup_s
+    return setup_s + float(steps["took_s"][steps["step"] < skip_steps].sum())
 
 
 def reference(runs: list[RunData]) -> dict | None:

@@ -132,8 +132,8 @@ def test_other_core_overlap_merges_intervals_and_clips_to_each_step():
     spec.loader.exec_module(mod)
     import numpy as np
 
-    union = mod.merged(np.array([[5.0, 7.0], [0.0, 2.0], [1.0, 3.0]]))
-    assert union.tolist() == [[0.0, 3.0], [5.0, 7.0]]
-    steps_a, steps_b = np.array([0.0, 2.5, 3.0, 4.0]), np.array([1.0, 5.5, 5.0, 8.0])
-    assert mod.overlap(union, steps_a, steps_b).tolist() == pytest.approx([1.0, 1.0, 0.0, 2.0])
-    assert mod.overlap(np.zeros((0, 2)), steps_a, steps_b).tolist() == [0.0] * 4
+    work = np.array([[5.0, 7.0], [0.0, 2.0], [1.0, 3.0]])  # unsorted, two overlapping
+    steps_a, steps_b = np.array([0.0, 2.5, 3.0, 4.0, -1.0]), np.array([1.0, 5.5, 5.0, 8.0, 9.0])
+    got = mod.overlap(work, steps_a, steps_b).tolist()
+    assert got == pytest.approx([1.0, 1.0, 0.0, 2.0, 5.0])  # the union is [0, 3] + [5, 7]
+    assert mod.overlap(np.zeros((0, 2)), steps_a, steps_b).tolist() == [0.0] * 5
