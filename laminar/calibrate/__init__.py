@@ -49,20 +49,22 @@ def calibrate(run_dirs: Sequence[str | Path]) -> tuple[dict, list[Fit]]:
         raise RunDirError("no run directory given")
     runs = [read_run(p) for p in run_dirs]
     _check_same(runs)
+    # Each run's engine and trainer seconds at the runs' mean machine speed (the probe's)
+    k, ref = speed.factors(runs)
     try:
-        engine = fit_engine(runs)
-        trainers = fit_trainer(runs)
-        cpu = fit_trainer(runs, "train_cpu_s")
+        engine = fit_engine(runs, k)
+        trainers = fit_trainer(runs, speed=k)
+        cpu = fit_trainer(runs, "train_cpu_s", k)
         transfers = fit_transfer(runs)
         refill = fit_refill(runs)
-        first_step, first_prompts = fit_first_step(runs, trainers), fit_first_prompts(runs)
+        first_step, first_prompts = fit_first_step(runs, trainers, k), fit_first_prompts(runs)
     except ValueError as e:
         raise RunDirError(f"{', '.join(str(r.path) for r in runs)}: {e}") from None
     if not trainers:
         raise RunDirError(f"{runs[0].path}: no trainer step recorded in any run")
     cold = [*first_step.values(), first_prompts]
     fits = [engine, *trainers, *cpu, *transfers, refill, *cold]
-    content = _cost_content(runs, engine, trainers, transfers, refill)
+    content = _cost_content(runs, engine, trainers, transfers, refill, normalised=k is not None)
     # The job's cold start (``laminar.calibrate.coldstart``): outside the figures' window, it
     # sets how far the rollouts are ahead when the window opens.
     content["runtime"]["trainer_first_step_extra_s_by_threads"] = {
@@ -77,16 +79,16 @@ def calibrate(run_dirs: Sequence[str | Path]) -> tuple[dict, list[Fit]]:
                  "step_base_s": f.values["train_step_base_s"]} for f in cpu
     }  # fmt: skip
     content["fit"].update({f.name: asdict(f) for f in cpu})
-    ref = speed.reference(runs)  # the machine's speed the coefficients hold at
-    if ref is not None:
+    if ref is not None:  # the machine's speed the coefficients hold at
         content["runtime"]["speed_reference"] = ref
     return content, fits
 
 
 def _cost_content(runs: list[RunData], engine: Fit, trainers: list[Fit], transfers: list[Fit],
-                  refill: Fit) -> dict:  # fmt: skip
+                  refill: Fit, *, normalised: bool = False) -> dict:  # fmt: skip
     m = runs[0].machine
     where = f"fitted to {len(runs)} run(s) by laminar calibrate"
+    timed = where + (", each run's seconds at their mean machine speed" if normalised else "")
     f1, f2 = train_flops(runs[0])
     base = max(trainers, key=lambda f: f.samples)  # the rate of the most measured placement
     values: dict[str, tuple[float, str]] = {
@@ -99,14 +101,14 @@ def _cost_content(runs: list[RunData], engine: Fit, trainers: list[Fit], transfe
         "train_flop_per_token_sq": (f2, "8 x layers x hidden (laminar.sim.costdata counting)"),
         "train_flop_per_s_per_gpu": (
             base.values["train_flop_per_s"],
-            f"trainer with {base.note} thread(s), {where}",
+            f"trainer with {base.note} thread(s), {timed}",
         ),
         "nvlink_bytes_per_s": (transfers[1].values["pcie_bytes_per_s"], "unused: one machine"),
         "rdma_startup_s": (0.0, "a local copy: no message start-up"),
     }
     for name, v in engine.values.items():
         if name in COEFFICIENT_UNITS:  # the others go into the runtime block
-            values[name] = (v, f"engine-step least squares, {where}")
+            values[name] = (v, f"engine-step least squares, {timed}")
     for fit in transfers:
         for name, v in fit.values.items():
             values[name] = (v, f"{fit.name}: {fit.note}, {where}")

@@ -14,6 +14,8 @@ run further ahead enters the window with more finished groups buffered. Two term
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
@@ -30,12 +32,14 @@ def _median_fit(name: str, key: str, values: list[float], what: str) -> Fit:
     return Fit(name, {key: med}, len(arr), r2, rel_med, p90, f"median {med:.2f} s {what}")
 
 
-def fit_first_step(runs: list[RunData], trainers: list[Fit]) -> dict[int, Fit]:
+def fit_first_step(runs: list[RunData], trainers: list[Fit],
+                   speed: Sequence[float] | None = None) -> dict[int, Fit]:  # fmt: skip
     """The first trainer step's extra wall seconds, one fit per trainer thread count as the
-    trainer's rate is (module docstring)."""
+    trainer's rate is (module docstring); ``speed`` as ``fit_trainer``'s."""
     by_threads = {int(f.note): f.values for f in trainers}
     extra: dict[int, list[float]] = {}
-    for run in runs:
+    for i, run in enumerate(runs):
+        k = 1.0 if speed is None else float(speed[i])
         threads = int(run.machine["trainer_threads"])
         fit = by_threads.get(threads)
         first = run.trainer[run.trainer["step"] == 0]
@@ -45,7 +49,7 @@ def fit_first_step(runs: list[RunData], trainers: list[Fit]) -> dict[int, Fit]:
         tokens, tokens_sq = padded_tokens(run, first)
         flop = float(f1 * tokens[0] + f2 * tokens_sq[0])
         warm_s = fit["train_step_base_s"] + flop / fit["train_flop_per_s"]
-        extra.setdefault(threads, []).append(max(0.0, float(first["train_s"].iloc[0]) - warm_s))
+        extra.setdefault(threads, []).append(max(0.0, float(first["train_s"].iloc[0]) / k - warm_s))
     return {
         threads: _median_fit(f"first step ({threads} thread{'s' * (threads > 1)})",
                              "trainer_first_step_extra_s", values, "beyond a warm step")

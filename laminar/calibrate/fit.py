@@ -43,6 +43,7 @@ Fit quality per term: R², the median and 90th percentile of |residual| / measur
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -210,12 +211,16 @@ def mate_load(run, spin_s: float = ENGINE_SPIN_S) -> tuple[np.ndarray, np.ndarra
     return busy, spin, batch
 
 
-def fit_engine(runs: list[RunData]) -> Fit:
-    """The engine-step term over every run's sampled steps (module docstring)."""
+def fit_engine(runs: list[RunData], speed: Sequence[float] | None = None) -> Fit:
+    """The engine-step term over every run's sampled steps (module docstring). ``speed``: each
+    run's machine speed over the reference (``laminar.calibrate.speed.factors``); its step
+    times are divided by it, so the coefficients hold at the reference speed. The core-mate
+    shares come from the steps as timed."""
     frames = []
-    for run in runs:
+    for i, run in enumerate(runs):
         df = run.engine[["replica_id", "step_s", "decode_seqs", "kv_tokens", "prefill_tokens"]]
         df = df.copy()
+        df["k"] = 1.0 if speed is None else float(speed[i])
         spin_s = run.config.runtime.engine_spin_effective_s
         df["share"] = sharing(run, spin_s)
         df["busy"], df["spin"], df["batch"] = mate_load(run, spin_s)
@@ -233,7 +238,7 @@ def fit_engine(runs: list[RunData]) -> Fit:
     modes = sorted(df["mode"].unique())
     ref = "sync" if "sync" in modes else modes[0]  # the mode whose factor is 1
     others = separable_modes(df, [m for m in modes if m != ref])
-    y = df["step_s"].to_numpy(float)
+    y = (df["step_s"] / df["k"]).to_numpy(float)
     busy, spin = df["busy"].to_numpy(float), df["spin"].to_numpy(float)
     batch = df["batch"].to_numpy(float)
     which = [(df["mode"] == m).to_numpy() for m in others]
@@ -303,11 +308,14 @@ def train_flops(run: RunData) -> tuple[float, float]:
     return TRAIN_FLOP_PER_PARAM_TOKEN * params, per_sq
 
 
-def fit_trainer(runs: list[RunData], column: str = "train_s") -> list[Fit]:
+def fit_trainer(runs: list[RunData], column: str = "train_s",
+                speed: Sequence[float] | None = None) -> list[Fit]:  # fmt: skip
     """One rate per trainer thread count (module docstring); ``column="train_cpu_s"`` fits
-    the trainer's CPU seconds instead of its wall seconds (what it costs on cores of its own)."""
+    the trainer's CPU seconds instead of its wall seconds (what it costs on cores of its own).
+    ``speed``: as :func:`fit_engine`'s, each run's seconds divided by it."""
     by_threads: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
-    for run in runs:
+    for i, run in enumerate(runs):
+        k = 1.0 if speed is None else float(speed[i])
         if column not in run.trainer:
             continue
         f1, f2 = train_flops(run)
@@ -316,7 +324,7 @@ def fit_trainer(runs: list[RunData], column: str = "train_s") -> list[Fit]:
         tokens, tokens_sq = padded_tokens(run, tr)
         flop = f1 * tokens + f2 * tokens_sq
         by_threads.setdefault(int(run.machine["trainer_threads"]), []).append(
-            (flop, tr[column].to_numpy(float))
+            (flop, tr[column].to_numpy(float) / k)
         )
     fits = []
     for threads, parts in sorted(by_threads.items()):

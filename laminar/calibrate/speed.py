@@ -77,6 +77,17 @@ def reference(runs: list[RunData]) -> dict | None:
     return out
 
 
+def factors(runs: list[RunData]) -> tuple[list[float] | None, dict | None]:
+    """(each run's speed over the runs' reference, the reference): what calibration divides
+    each run's engine and trainer seconds by, so that its coefficients hold at the reference
+    speed and runs made while the machine was slower or faster agree. (None, None) unless
+    every run has a probe."""
+    ref = reference(runs)
+    if ref is None:
+        return None, None
+    return [run_speed(r)["speed_s"] / ref["speed_s"] for r in runs], ref
+
+
 def _geomean(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 

@@ -114,3 +114,32 @@ def test_the_probe_samples_beside_the_caller_and_stops(tmp_path):
     assert (rows["matmul_s"] > 0).all() and (rows["python_s"] > 0).all()
     assert rows["at_s"].is_monotonic_increasing and (rows["at_s"] > 0).all()
     assert SpeedProbe(0).start().stop(t0).empty  # 0: no probe
+
+
+def test_calibration_times_each_run_at_the_runs_mean_speed(tmp_path):
+    """Two runs of one job, the second on a machine twice as slow (its probe says so, and its
+    engine and trainer took twice as long): each run's seconds are divided by its speed over
+    the reference, so the fit sees one machine, and moved back to either run's speed it gives
+    that run's own figures."""
+    from tests.calibrate.test_calibrate_cli import RATE, TRUE
+
+    a = _probe(make_run(tmp_path / "a", seed=1), 0.004, 0.001)
+    b = make_run(tmp_path / "b", seed=2, shared=False, threads=2, rate=3e10)
+    b = _probe(b, 0.008, 0.002)
+    prof = b / "profile"
+    eng = pd.read_csv(prof / "engine_steps.csv")
+    eng[["at_s", "step_s"]] *= 2.0  # the same steps, each twice as long
+    eng.to_csv(prof / "engine_steps.csv", index=False)
+    tr = pd.read_csv(prof / "trainer_steps.csv")
+    tr["train_s"] *= 2.0
+    tr.to_csv(prof / "trainer_steps.csv", index=False)
+    content, fits = calibrate([a, b])
+    assert "at their mean machine speed" in content["coefficients"]["decode_base_s"]["source"]
+    engine = next(f for f in fits if f.name == "engine step")
+    assert engine.r2 > 0.95  # without the speeds the two runs disagree by 2x
+    for run, k, threads, rate in ((a, 1.0, "1", RATE), (b, 2.0, "2", 3e10 / 2)):
+        here = at_speed(content, run_speed(read_run(run)))
+        for name in ("decode_base_s", "decode_per_seq_s"):
+            assert here["coefficients"][name]["value"] == pytest.approx(k * TRUE[name], rel=0.1)
+        fitted = here["runtime"]["trainer_flop_per_s_by_threads"][threads]
+        assert fitted == pytest.approx(rate, rel=1e-3)
