@@ -38,6 +38,11 @@ Terms, each fitted by ``scipy.optimize.least_squares`` with coefficients >= 0:
   submit them to the engine; Ray calls), median over loads; waits longer than
   ``MAX_REFILL_S`` are the prompt budget's (the simulator models those) and are left out.
 
+Runs made while the machine ran at different speeds: when every run has its speed probe,
+``laminar.calibrate`` passes each run's speed over the runs' geometric mean
+(``speed.factors``); the engine and trainer terms divide that run's seconds by it, so the
+coefficients hold at the mean speed (the cost file's ``runtime.speed_reference``).
+
 Fit quality per term: R², the median and 90th percentile of |residual| / measured.
 """
 
