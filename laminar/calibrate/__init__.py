@@ -128,6 +128,7 @@ def _cost_content(runs: list[RunData], engine: Fit, trainers: list[Fit], transfe
         "core_sharing_alpha_spin": engine.values["core_sharing_alpha_spin"],
         "core_sharing_alpha_batch": engine.values["core_sharing_alpha_batch"],
         "engine_spin_s": engine.values["engine_spin_s"],
+        "cross_core_gamma": engine.values["cross_core_gamma"],
         "engine_load_per_rollout_by_mode": engine.values["mode_load_per_rollout"],
         "runs": [str(r.path) for r in runs],
         "cpu_model": m["cpu_model"],

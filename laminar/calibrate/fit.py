@@ -15,7 +15,11 @@ Terms, each fitted by ``scipy.optimize.least_squares`` with coefficients >= 0:
   _laminar_loop`` polls the weight store every 10 ms and asks the prompt pool for work,
   ``asking.py``), so each costs its cores' engines the same beta; sync rollouts have no
   such loop. One such load per rollout
-  is what lets a two-rollout calibration predict a one-rollout job. Then times
+  is what lets a two-rollout calibration predict a one-rollout job. Then times 1 + gamma x O
+  for an engine alone on its cores, O the share of the step another core set had work (an
+  engine there stepping, the trainer updating: ``other_core_share``): on this 2-core machine
+  such an engine measured ~1.01x its fit while the other core idled and 1.11-1.20x while it
+  worked (eighth campaign); engines that share their cores show no such effect. Then times
   ``decode_base_s + decode_per_seq_s x sequences decoded + decode_per_kv_token_s x KV
   tokens + prefill_per_token_s x prompt tokens prefilled in the step``. vLLM prefills inside a
   decode step, so prefill has no base of its own (``prefill_base_s`` = 0) and prompts this
@@ -55,7 +59,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from laminar.calibrate.rundir import RunData
+from laminar.calibrate.rundir import RunData, step_timeline
 from laminar.config.runtime import VLLM_ENGINE_SPIN_S
 from laminar.policy.microbatch import padded_lengths
 
@@ -216,6 +220,39 @@ def mate_load(run, spin_s: float = ENGINE_SPIN_S) -> tuple[np.ndarray, np.ndarra
     return busy, spin, batch
 
 
+def other_core_share(run: RunData) -> np.ndarray:
+    """For every engine-step row: the share of the step during which a core outside the
+    engine's own set had work (another engine's steps on other cores, or the trainer's updates
+    when its cores are not all the engine's), for engines alone on their cores; 0 for engines
+    with core-mates. The trainer's updates come from ``steps.csv`` (``step_timeline``)."""
+    eng = run.engine
+    cpus = [frozenset(c) for c in run.machine["rollout_cpus"]]
+    trainer = frozenset(run.machine.get("trainer_cpus") or [])
+    start = (eng["at_s"] - eng["step_s"]).to_numpy(float)
+    end = eng["at_s"].to_numpy(float)
+    ids = eng["replica_id"].astype(str).to_numpy()
+    index = {rid: replica_index(rid) for rid in np.unique(ids)}
+    steps = step_timeline(run.path, float(run.summary.get("setup_s", 0.0)))
+    train = (np.zeros((0, 2)) if steps is None else
+             np.column_stack([steps["train_start_s"], steps["train_start_s"] + steps["train_s"]]))
+    out = np.zeros(len(eng))
+    for rid, i in index.items():
+        if not 0 <= i < len(cpus) or not cpus[i] or cpus.count(cpus[i]) > 1:
+            continue  # unplaced, or sharing its cores: core sharing's to explain
+        mine = ids == rid
+        parts = [np.column_stack([start[ids == r], end[ids == r]])
+                 for r, j in index.items() if r != rid and 0 <= j < len(cpus)
+                 and not cpus[j] & cpus[i]]  # fmt: skip
+        if trainer - cpus[i]:
+            parts.append(train)
+        if parts:
+            length = np.maximum(end[mine] - start[mine], 1e-12)
+            cover = _covered(np.vstack(parts))
+            busy = _length_before(end[mine], cover) - _length_before(start[mine], cover)
+            out[mine] = np.clip(busy / length, 0.0, 1.0)
+    return out
+
+
 def fit_engine(runs: list[RunData], speed: Sequence[float] | None = None) -> Fit:
     """The engine-step term over every run's sampled steps (module docstring). ``speed``: each
     run's machine speed over the reference (``laminar.calibrate.speed.factors``); its step
@@ -229,6 +266,7 @@ def fit_engine(runs: list[RunData], speed: Sequence[float] | None = None) -> Fit
         spin_s = run.config.runtime.engine_spin_effective_s
         df["share"] = sharing(run, spin_s)
         df["busy"], df["spin"], df["batch"] = mate_load(run, spin_s)
+        df["cross"] = other_core_share(run)
         df["mode"] = str(run.machine["mode"])
         cores = [tuple(c) for c in run.machine.get("rollout_cpus", [])]
         here = [cores.count(c) if c else 1 for c in cores]  # unpinned: devices of its own
@@ -245,7 +283,7 @@ def fit_engine(runs: list[RunData], speed: Sequence[float] | None = None) -> Fit
     others = separable_modes(df, [m for m in modes if m != ref])
     y = (df["step_s"] / df["k"]).to_numpy(float)
     busy, spin = df["busy"].to_numpy(float), df["spin"].to_numpy(float)
-    batch = df["batch"].to_numpy(float)
+    batch, cross = df["batch"].to_numpy(float), df["cross"].to_numpy(float)
     which = [(df["mode"] == m).to_numpy() for m in others]
     here = df["rollouts_here"].to_numpy(float)
     x = np.column_stack(
@@ -259,17 +297,18 @@ def fit_engine(runs: list[RunData], speed: Sequence[float] | None = None) -> Fit
         # In step seconds: (1 + beta x the mode's rollouts on the cores) x (1 + alpha
         # decoding mates + alpha_spin spinning mates) x the solo cost, so each step weighs
         # what it cost the run.
-        factor = np.ones(len(y))
-        for beta, rows in zip(p[n + 3 :], which, strict=True):
-            factor[rows] = 1.0 + beta * here[rows]
+        factor = 1.0 + p[n + 3] * cross  # an engine alone on its cores, the others working
+        for beta, rows in zip(p[n + 4 :], which, strict=True):
+            factor[rows] *= 1.0 + beta * here[rows]
         mates = p[n] * busy + p[n + 1] * spin + p[n + 2] * batch
         return factor * (1.0 + mates) * (z @ p[:n]) - y
 
-    start = [*np.full(n, float(np.median(y)) / n), 1.0, 1.0, 0.0, *[0.0] * len(others)]
-    upper = [*[np.inf] * n, 4.0, 4.0, 8.0, *[10.0] * len(others)]
+    start = [*np.full(n, float(np.median(y)) / n), 1.0, 1.0, 0.0, 0.0, *[0.0] * len(others)]
+    upper = [*[np.inf] * n, 4.0, 4.0, 8.0, 4.0, *[10.0] * len(others)]
     res = least_squares(resid, start, bounds=(0.0, upper))
     coef = res.x[:n] / scale
     alpha, alpha_spin, alpha_batch = float(res.x[n]), float(res.x[n + 1]), float(res.x[n + 2])
+    gamma = float(res.x[n + 3]) if cross.any() else 0.0  # no step saw the others work
     if not spin.any():  # no step ever saw a spinning mate: spin costs what sharing does
         alpha_spin = alpha
     r2, med, p90 = quality(y, resid(res.x) + y)
@@ -278,13 +317,15 @@ def fit_engine(runs: list[RunData], speed: Sequence[float] | None = None) -> Fit
     values["core_sharing_alpha_spin"] = alpha_spin
     values["core_sharing_alpha_batch"] = alpha_batch
     values["engine_spin_s"] = ENGINE_SPIN_S
+    values["cross_core_gamma"] = gamma
     loads = {m: 0.0 for m in modes}  # a mode not separable from sharing keeps 0
-    loads.update({m: float(b) for m, b in zip(others, res.x[n + 3 :], strict=True)})
+    loads.update({m: float(b) for m, b in zip(others, res.x[n + 4 :], strict=True)})
     values["mode_load_per_rollout"] = loads
     shown = ", ".join(f"{m} +{b:.2f}" for m, b in loads.items())
     note = (f"a step costs 1 + ({alpha:.2f} + {alpha_batch:.2f} x batch / B) x decoding "
             f"core-mates + {alpha_spin:.2f} x spinning ones (mean {busy.mean():.2f}, "
-            f"{spin.mean():.2f}) times alone; "
+            f"{spin.mean():.2f}) times alone, x 1 + {gamma:.2f} x other cores working for an "
+            f"engine alone on its cores (mean {cross.mean():.2f}); "
             f"per rollout on the cores, by mode: {shown}")  # fmt: skip
     return Fit("engine step", values, len(df), r2, med, p90, note)
 

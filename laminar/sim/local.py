@@ -138,7 +138,9 @@ class CoreSharing:
     it holds trajectories and spins for ``runtime.engine_spin_s`` (when the job sets it; else
     the cost file's ``engine_spin_s``) after it stops
     (vLLM's worker polls for its next step that long before it sleeps): a spinning mate
-    mostly yields the cores, so it costs less than a decoding one."""
+    mostly yields the cores, so it costs less than a decoding one. A replica alone on its
+    cores runs 1 + ``cross_core_gamma`` times slower while another core set works (the
+    trainer updating, a replica there decoding)."""
 
     def __init__(self, cfg: LaminarConfig):
         rt = cfg.runtime
@@ -169,6 +171,14 @@ class CoreSharing:
         self.busy: set[int] = set()  # occupying the cores: decoding or spinning
         self.decoding: set[int] = set()
         self._stops: dict[int, int] = {}  # replica -> how many times it stopped decoding
+        # A replica alone on its cores runs 1 + cross times slower while a core outside its set
+        # works: a replica there decoding, or the trainer updating on cores not all its own
+        # (calibrated: ``laminar.calibrate.fit.other_core_share``; 0 in older cost files).
+        self.cross = float(extras.get("cross_core_gamma", 0.0)) if cores else 0.0
+        trainer = set(place(rt).trainer_cpus) if cores else set()
+        self.alone = [bool(g) and self.group.count(g) == 1 for g in self.group]
+        self.trainer_elsewhere = [bool(trainer - set(g)) for g in self.group]
+        self.trainer_busy = False
 
     def slowdown(self, replica) -> float:
         """How many times slower than alone ``replica`` runs now (>= 1)."""
@@ -180,7 +190,35 @@ class CoreSharing:
             mate = self._replicas.get(i)
             batch = len(mate.running) if mate is not None else self.max_batch
             load += self.alpha + self.alpha_batch * min(1.0, batch / self.max_batch)
-        return self.mode_factors[replica.index] * (1.0 + load)
+        slow = self.mode_factors[replica.index] * (1.0 + load)
+        if self.cross and self.alone[replica.index] and self._others_work(replica.index):
+            slow *= 1.0 + self.cross
+        return slow
+
+    def _others_work(self, i: int) -> bool:
+        """Whether a core outside replica ``i``'s set works now (``cross``)."""
+        if self.trainer_busy and self.trainer_elsewhere[i]:
+            return True
+        mine = set(self.group[i])
+        return any(j != i and not mine & set(self.group[j]) for j in self.decoding)
+
+    def trainer_changed(self, cluster, busy: bool) -> None:
+        """The trainer starts or ends an update: replicas alone on their cores re-plan."""
+        if self.cross and busy != self.trainer_busy:
+            self.trainer_busy = busy
+            for other in cluster.replicas:
+                if self.alone[other.index] and self.trainer_elsewhere[other.index]:
+                    other.sync()
+                    other.wake()
+
+    def _replan_alone(self, cluster, replica) -> None:
+        """``replica`` started or stopped decoding: replicas alone on other cores re-plan."""
+        mine = set(self.group[replica.index])
+        for other in cluster.replicas:
+            apart = not mine & set(self.group[other.index])
+            if other is not replica and self.alone[other.index] and apart:
+                other.sync()
+                other.wake()
 
     def busy_changed(self, cluster, replica, busy: bool) -> None:
         """``replica`` started or stopped decoding: it leaves its cores ``spin_s`` later
@@ -189,6 +227,8 @@ class CoreSharing:
         self._replicas[i] = replica
         was_decoding = i in self.decoding
         (self.decoding.add if busy else self.decoding.discard)(i)
+        if self.cross and was_decoding != busy:
+            self._replan_alone(cluster, replica)
         if busy or self.spin_s <= 0:
             self._stops[i] = self._stops.get(i, 0) + 1  # cancels a pending leave
             if not self._occupy(cluster, replica, busy) and was_decoding != busy:
@@ -259,7 +299,12 @@ class RuntimeSystem(System):
         if self.trained_steps == 0:
             train_s += self.first_step_extra_s
         self.trained_steps += 1
+        share = cluster.core_sharing  # engines alone on their cores slow while it updates
+        if share is not None:
+            share.trainer_changed(cluster, True)
         yield from cluster.trainer_work(train_s)
+        if share is not None:
+            share.trainer_changed(cluster, False)
         return train_s
 
     def first_prompts(self, cluster) -> Proc:

@@ -263,3 +263,39 @@ def test_a_laminar_rollouts_own_load_is_fitted_per_rollout_on_the_core(tmp_path,
     # the mate's cost while decoding 32 of 64 sequences: alpha + alpha_batch x 0.5
     shared = rt["core_sharing_alpha"] + 0.5 * rt["core_sharing_alpha_batch"]
     assert shared == pytest.approx(0.8, rel=0.1)
+
+
+def test_the_fit_finds_an_engine_alone_on_its_core_slowed_by_the_other_core():
+    """``other_core_share`` and the cross-core factor: two engines on cores 0 and 1, the second
+    stepping only in the run's first half; while it does, each engine's steps take 1.3x their
+    solo cost. The fit recovers gamma = 0.3 and the solo cost; engines that share their cores
+    get no such share."""
+    from types import SimpleNamespace
+
+    from laminar.calibrate.fit import fit_engine, other_core_share
+
+    rng = np.random.default_rng(3)
+    rows = []
+    for rid, until in (("r0", 8.0), ("r1", 4.0)):
+        t = 0.0
+        while t < until:
+            b = int(rng.integers(1, 64))
+            solo = TRUE["decode_base_s"] + TRUE["decode_per_seq_s"] * b
+            step = solo * (1.3 if t < 4.0 else 1.0) * rng.normal(1.0, 0.01)
+            t += step
+            rows.append((rid, t, step, b, 0, 0, 0, 0.01, b, 0))
+    cols = ["replica_id", "at_s", "step_s", "decode_seqs", "prefill_seqs", "prefill_tokens",
+            "kv_tokens", "kv_usage", "running", "waiting"]  # fmt: skip
+    eng = pd.DataFrame(rows, columns=cols)
+    machine = {"mode": "sync", "rollout_cpus": [[0], [1]], "trainer_cpus": [0, 1]}
+    config = load_config(preset="tiny-cpu", overrides=["runtime.mode=sync"])
+    run = SimpleNamespace(engine=eng, machine=machine, config=config, summary={},
+                          path=Path("/nonexistent"))  # fmt: skip
+    share = other_core_share(run)
+    early = (eng["at_s"] < 3.9).to_numpy()
+    assert share[early].min() > 0.9 and share[(eng["at_s"] > 4.1).to_numpy()].max() == 0
+    fit = fit_engine([run])
+    assert fit.values["cross_core_gamma"] == pytest.approx(0.3, rel=0.05)
+    assert fit.values["decode_base_s"] == pytest.approx(TRUE["decode_base_s"], rel=0.05)
+    mates = SimpleNamespace(**{**vars(run), "machine": {**machine, "rollout_cpus": [[1], [1]]}})
+    assert not other_core_share(mates).any()

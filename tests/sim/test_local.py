@@ -277,3 +277,65 @@ def test_each_laminar_rollout_on_a_core_loads_its_engines(tmp_path, binds, rollo
     assert [share.slowdown(_Mate(i)) for i in range(rollouts)] == expected
     sync = CoreSharing(load_config(preset="tiny-cpu", overrides=[*sets, "runtime.mode=sync"]))
     assert [sync.slowdown(_Mate(i)) for i in range(rollouts)] == [1.0] * rollouts
+
+
+def _cross_cost(tmp_path, gamma: float | None) -> Path:
+    cost = tmp_path / f"cross-{gamma}.json"
+    data = json.loads(Path(cost_file(cost)).read_text())
+    data["runtime"].update(core_sharing_alpha=1.0, core_sharing_alpha_spin=0.25,
+                           engine_spin_s=1.0)  # fmt: skip
+    if gamma is not None:
+        data["runtime"]["cross_core_gamma"] = gamma
+    cost.write_text(json.dumps(data))
+    return cost
+
+
+def test_an_engine_alone_on_its_core_slows_while_another_core_works(tmp_path):
+    """``cross_core_gamma``: a replica alone on its cores runs 1 + gamma times slower while a
+    replica on other cores decodes or the trainer (on cores not its own) updates; replicas
+    sharing their cores and GPU jobs are not affected."""
+    import simpy
+
+    from laminar.sim.local import CoreSharing
+
+    cost = _cross_cost(tmp_path, 0.5)
+    apart = load_config(preset="tiny-cpu", overrides=[f"sim.cost_file={cost}",
+                                                      'runtime.cpu_binds=["0", "1"]',
+                                                      'runtime.trainer_cpus="0"'])  # fmt: skip
+    share = CoreSharing(apart)
+    a, b = _Mate(0), _Mate(1)
+    cluster = type("Cluster", (), {"env": simpy.Environment(), "replicas": [a, b]})()
+    share.busy_changed(cluster, a, True)  # a decodes on core 0: b (core 1) would run slower
+    assert share.slowdown(a) == 1.0 and share.slowdown(b) == 1.5 and b.replans == 1
+    share.busy_changed(cluster, b, True)  # and a slows while b decodes
+    assert share.slowdown(a) == 1.5 and a.replans == 1
+    share.busy_changed(cluster, b, False)
+    share.busy_changed(cluster, a, False)
+    assert share.slowdown(a) == 1.0 and share.slowdown(b) == 1.0
+    assert a.replans == 2 and b.replans == 2
+    share.trainer_changed(cluster, True)  # the trainer on core 0: only b (core 1) slows
+    assert share.slowdown(b) == 1.5 and share.slowdown(a) == 1.0
+    assert b.replans == 3 and a.replans == 2
+    share.trainer_changed(cluster, False)
+    assert share.slowdown(b) == 1.0
+    # two replicas on one core: sharing, not the cross-core term
+    shared = CoreSharing(load_config(preset="tiny-cpu", overrides=[
+        f"sim.cost_file={cost}", 'runtime.cpu_binds=["1"]', 'runtime.trainer_cpus="0"']))
+    shared.trainer_changed(cluster, True)
+    shared.busy_changed(cluster, a, True)
+    assert shared.slowdown(a) == 1.0
+    gpu = load_config(preset="tiny-cpu", overrides=[f"sim.cost_file={cost}",
+                                                    "runtime.device=cuda"])  # fmt: skip
+    assert CoreSharing(gpu).cross == 0.0
+
+
+def test_the_cross_core_term_slows_a_one_rollout_job_and_zero_changes_nothing(tmp_path):
+    def tokens_per_s(gamma):
+        cfg = load_config(preset="tiny-cpu", overrides=[
+            "workload.steps=6", f"sim.cost_file={_cross_cost(tmp_path, gamma)}",
+            "runtime.rollouts=1", 'runtime.cpu_binds=["1"]', 'runtime.trainer_cpus="0"'])
+        return simulate(cfg).summary.iloc[0]["train_tokens_per_s"]
+
+    plain = tokens_per_s(None)
+    assert tokens_per_s(0.0) == plain  # an older cost file: the same run
+    assert tokens_per_s(1.0) < plain
