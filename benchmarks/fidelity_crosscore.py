@@ -1,16 +1,17 @@
-"""Engine steps against what the other cores were doing: a term the cost model lacks.
+"""Engine steps against what the other cores were doing.
 
 For every engine step of a campaign's runs (``fidelity_runs.py`` output), the step's measured
-time over its fitted cost (the cost file's engine terms, core-mates included, at the run's
-measured machine speed: ``laminar/calibrate/speed.py``), split by *other*: the share of the
-step during which a core outside the engine's own set had work, i.e. another engine's steps on
-other cores, or the trainer's updates when the trainer's cores are not the engine's. The
-trainer's update intervals are rebuilt from ``steps.csv`` (laminar: wait, train, publish back to
-back from the loop's start; sync: generate, train, publish).
+time over its fitted cost (the cost file's engine terms, core-mates and the cross-core term
+included, at the run's measured machine speed: ``laminar/calibrate/speed.py``), split by
+*other*: the share of the step during which a core outside the engine's own set had work,
+i.e. another engine's steps on other cores, or the trainer's updates when the trainer's cores
+are not the engine's (``laminar.calibrate.fit.other_core_share``, here for every engine, core
+mates or not). The trainer's update intervals are rebuilt from ``steps.csv``.
 
 A ratio that climbs from the ``other`` = 0 column to the ``other`` = 1 column says an engine
-runs slower while the rest of the machine works, which the fit charges as an average to its
-base cost. Run::
+runs slower while the rest of the machine works than its fitted cost says. Cost files from
+before ``cross_core_gamma`` have no term for that (the eighth campaign's table); with it, the
+engines alone on their cores should show flat rows. Run::
 
     python benchmarks/fidelity_crosscore.py --runs runs/fidelity8 \
         --cost docs/fidelity/campaign8/cost.json --out docs/fidelity/campaign8/crosscore.md
@@ -27,8 +28,7 @@ import numpy as np
 import pandas as pd
 
 from laminar.calibrate import read_run
-from laminar.calibrate.fit import _covered, _length_before, mate_load
-from laminar.calibrate.rundir import step_timeline
+from laminar.calibrate.fit import mate_load, other_core_share
 from laminar.calibrate.speed import run_speed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -36,43 +36,6 @@ from fidelity import run_dirs
 
 BINS = [-0.01, 0.1, 0.5, 0.9, 1.01]
 LABELS = ["other < 0.1", "0.1-0.5", "0.5-0.9", "other > 0.9"]
-
-
-def overlap(intervals: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Length of the union of ``intervals`` (``[start, end]`` rows) inside each ``[a, b]``."""
-    cover = _covered(intervals)
-    return _length_before(b, cover) - _length_before(a, cover)
-
-
-def trainer_intervals(run_dir: Path) -> np.ndarray:
-    """The trainer's update intervals on the job clock (``step_timeline``)."""
-    setup_s = float(json.loads((run_dir / "summary.json").read_text())["setup_s"])
-    st = step_timeline(run_dir, setup_s)
-    return np.column_stack([st["train_start_s"], st["train_start_s"] + st["train_s"]])
-
-
-def other_share(run, run_dir: Path) -> np.ndarray:
-    """Per engine-step row of ``run.engine``: the share of the step another core had work."""
-    eng = run.engine
-    cpus = [frozenset(c) for c in run.machine["rollout_cpus"]]
-    trainer = frozenset(run.machine.get("trainer_cpus") or [])
-    start = (eng["at_s"] - eng["step_s"]).to_numpy(float)
-    end = eng["at_s"].to_numpy(float)
-    ids = eng["replica_id"].astype(str).to_numpy()
-    index = {rid: int(rid.lstrip("r")) for rid in np.unique(ids)}
-    train = trainer_intervals(run_dir)
-    out = np.zeros(len(eng))
-    for rid, i in index.items():
-        mine = ids == rid
-        parts = [np.column_stack([start[ids == r], end[ids == r]])
-                 for r, j in index.items() if r != rid and cpus[j] != cpus[i]]  # fmt: skip
-        if trainer - cpus[i]:
-            parts.append(train)
-        if parts:
-            length = np.maximum(end[mine] - start[mine], 1e-12)
-            busy = overlap(np.vstack(parts), start[mine], end[mine])
-            out[mine] = np.clip(busy / length, 0.0, 1.0)
-    return out
 
 
 def steps_table(run_dir: Path, content: dict) -> pd.DataFrame:
@@ -84,15 +47,32 @@ def steps_table(run_dir: Path, content: dict) -> pd.DataFrame:
     k = speed["speed_s"] / rt["speed_reference"]["speed_s"] if speed else 1.0
     eng = run.engine
     busy, spin, batch = mate_load(run, run.config.runtime.engine_spin_effective_s)
+    cross = rt.get("cross_core_gamma", 0.0) * other_core_share(run)  # 0: an older cost file
     solo = (c["decode_base_s"] + c["decode_per_seq_s"] * eng["decode_seqs"]
             + c["decode_per_kv_token_s"] * eng["kv_tokens"]
             + c["prefill_per_token_s"] * eng["prefill_tokens"])  # fmt: skip
     load = (rt["core_sharing_alpha"] * busy + rt["core_sharing_alpha_spin"] * spin
             + rt["core_sharing_alpha_batch"] * batch)  # fmt: skip
-    df = pd.DataFrame({"step_s": eng["step_s"], "fit_s": solo * (1 + load) * k,
-                       "other": other_share(run, run_dir), "mates": busy + spin,
-                       "decode_seqs": eng["decode_seqs"]})  # fmt: skip
+    df = pd.DataFrame({"step_s": eng["step_s"], "fit_s": solo * (1 + load) * (1 + cross) * k,
+                       "other": other_core_share(run, with_mates=True), "mates": busy + spin,
+                       "decode_seqs": eng["decode_seqs"], "k": k})  # fmt: skip
     return df[df["decode_seqs"] > 0]
+
+
+def per_run(steps: pd.DataFrame) -> str:
+    """How well the speed probe tracks each run's engine: the run's engine-step time over its
+    fitted cost at its measured speed (spread over runs), and log(measured / fitted at the
+    reference speed) against log(the probe's speed ratio): slope and correlation."""
+    g = steps.groupby("run").agg(step=("step_s", "sum"), fit=("fit_s", "sum"), k=("k", "first"))
+    at_speed = g["step"] / g["fit"]
+    x, y = np.log(g["k"]), np.log(at_speed * g["k"])
+    slope = float(np.polyfit(x, y, 1)[0]) if x.std() > 0 else float("nan")
+    corr = float(np.corrcoef(x, y)[0, 1]) if x.std() > 0 else float("nan")
+    return (f"Per run ({len(g)} runs): engine-step time over its fitted cost at the run's "
+            f"measured speed {at_speed.min():.2f}-{at_speed.max():.2f} (median "
+            f"{at_speed.median():.2f}); log(measured / fitted at the reference speed) against "
+            f"log(the probe's speed over the reference): slope {slope:.2f}, correlation "
+            f"{corr:.2f}.\n")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     for setting, dirs in runs.items():
         for d in dirs:
             df = steps_table(d, content)
-            df["setting"] = setting
+            df["setting"], df["run"] = setting, f"{setting}/{d.name}"
             frames.append(df)
     steps = pd.concat(frames, ignore_index=True)
     steps["bin"] = pd.cut(steps["other"], BINS, labels=LABELS)
@@ -125,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {setting} | {mates[setting]:.2f} | " + " | ".join(cells) + " |")
     text = ("Measured engine-step time over its fitted cost, by the share of the step another "
             "core had work (steps in brackets; bins under 100 steps left out).\n\n"
-            + "\n".join(lines) + "\n")  # fmt: skip
+            + "\n".join(lines) + "\n\n" + per_run(steps))  # fmt: skip
     print(text)
     if args.out:
         Path(args.out).write_text(text)

@@ -220,11 +220,12 @@ def mate_load(run, spin_s: float = ENGINE_SPIN_S) -> tuple[np.ndarray, np.ndarra
     return busy, spin, batch
 
 
-def other_core_share(run: RunData) -> np.ndarray:
+def other_core_share(run: RunData, *, with_mates: bool = False) -> np.ndarray:
     """For every engine-step row: the share of the step during which a core outside the
     engine's own set had work (another engine's steps on other cores, or the trainer's updates
     when its cores are not all the engine's), for engines alone on their cores; 0 for engines
-    with core-mates. The trainer's updates come from ``steps.csv`` (``step_timeline``)."""
+    with core-mates unless ``with_mates``. The trainer's updates come from ``steps.csv``
+    (``step_timeline``)."""
     eng = run.engine
     cpus = [frozenset(c) for c in run.machine["rollout_cpus"]]
     trainer = frozenset(run.machine.get("trainer_cpus") or [])
@@ -237,7 +238,7 @@ def other_core_share(run: RunData) -> np.ndarray:
              np.column_stack([steps["train_start_s"], steps["train_start_s"] + steps["train_s"]]))
     out = np.zeros(len(eng))
     for rid, i in index.items():
-        if not 0 <= i < len(cpus) or not cpus[i] or cpus.count(cpus[i]) > 1:
+        if not 0 <= i < len(cpus) or not cpus[i] or (cpus.count(cpus[i]) > 1 and not with_mates):
             continue  # unplaced, or sharing its cores: core sharing's to explain
         mine = ids == rid
         parts = [np.column_stack([start[ids == r], end[ids == r]])

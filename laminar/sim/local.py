@@ -35,6 +35,10 @@ measured on the machine the runs came from (``laminar/calibrate``):
 - the task's answer lengths, or a run's own trace (``workload.source: trace``) -> the
   workload (``laminar.sim.local_workload``).
 
+- a replica alone on its cores runs the cost file's ``cross_core_gamma`` slower while another
+  core set works (a replica there decoding, the trainer updating on cores not its own):
+  :class:`CoreSharing`.
+
 Known differences: the trainer and replicas are assumed not to share cores with each other or
 with anything else (other processes on the machine slow the real run only); replicas on
 overlapping but different core sets do not slow each other.
