@@ -299,3 +299,6 @@ def test_the_fit_finds_an_engine_alone_on_its_core_slowed_by_the_other_core():
     assert fit.values["decode_base_s"] == pytest.approx(TRUE["decode_base_s"], rel=0.05)
     mates = SimpleNamespace(**{**vars(run), "machine": {**machine, "rollout_cpus": [[1], [1]]}})
     assert not other_core_share(mates).any()
+    # the crosscore benchmark's view: every engine, core-mates or not (no other core here)
+    assert not other_core_share(mates, with_mates=True).any()
+    assert (other_core_share(run, with_mates=True) == share).all()

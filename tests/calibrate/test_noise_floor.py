@@ -125,15 +125,24 @@ def test_in_flight_counts_the_window_and_splits_overhead_from_per_token_time():
     assert out["started"] == (traj["gen_end_s"] <= hi).sum()
 
 
-def test_other_core_overlap_merges_intervals_and_clips_to_each_step():
-    spec = importlib.util.spec_from_file_location(
-        "crosscore_bench", ROOT / "benchmarks" / "fidelity_crosscore.py")  # fmt: skip
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+def test_other_core_share_merges_intervals_and_clips_to_each_step():
+    """``fit.other_core_share`` (the crosscore benchmark's *other*): the union of the other
+    core's steps inside each step, over the step's length."""
+    from types import SimpleNamespace
+
     import numpy as np
+
+    from laminar.calibrate.fit import other_core_share
 
     work = np.array([[5.0, 7.0], [0.0, 2.0], [1.0, 3.0]])  # unsorted, two overlapping
     steps_a, steps_b = np.array([0.0, 2.5, 3.0, 4.0, -1.0]), np.array([1.0, 5.5, 5.0, 8.0, 9.0])
-    got = mod.overlap(work, steps_a, steps_b).tolist()
-    assert got == pytest.approx([1.0, 1.0, 0.0, 2.0, 5.0])  # the union is [0, 3] + [5, 7]
-    assert mod.overlap(np.zeros((0, 2)), steps_a, steps_b).tolist() == [0.0] * 5
+    eng = pd.DataFrame({"replica_id": ["r1"] * 3 + ["r0"] * 5,
+                        "at_s": [*work[:, 1], *steps_b],
+                        "step_s": [*(work[:, 1] - work[:, 0]), *(steps_b - steps_a)]})
+    run = SimpleNamespace(engine=eng, machine={"rollout_cpus": [[0], [1]], "trainer_cpus": []},
+                          summary={}, path=ROOT / "no-such-run")  # fmt: skip
+    got = other_core_share(run)[3:].tolist()
+    # the union is [0, 3] + [5, 7]
+    assert got == pytest.approx([1.0 / 1.0, 1.0 / 3.0, 0.0, 2.0 / 4.0, 5.0 / 10.0])
+    alone = SimpleNamespace(**{**vars(run), "engine": eng[eng["replica_id"] == "r0"]})
+    assert other_core_share(alone).tolist() == [0.0] * 5
