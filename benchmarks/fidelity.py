@@ -335,8 +335,9 @@ def _fmt(v: float, metric: str) -> str:
 def results_markdown(settings: pd.DataFrame, fits: list[Fit], noise: pd.DataFrame | None = None,
                      paired: bool = False, share: float = float("nan"),
                      calibration: tuple[str, ...] = CALIBRATION, speed_note: str = "",
-                     at_speed: bool = False) -> str:  # fmt: skip
-    """The generated section of docs/fidelity.md: tables of predicted vs measured."""
+                     at_speed: bool = False, runs: pd.DataFrame | None = None) -> str:  # fmt: skip
+    """The generated section of docs/fidelity.md: tables of predicted vs measured (``runs``:
+    the per-run table, for how firmly the runs order the ranked pairs)."""
     which = ("the cost file calibrated on the same repeat's calibration runs (`--paired`)"
              if paired else "the calibrated cost file")  # fmt: skip
     lines = [f"Measured: median of the repeats [min, max]. Predicted: the simulator with {which}"
@@ -371,8 +372,10 @@ def results_markdown(settings: pd.DataFrame, fits: list[Fit], noise: pd.DataFram
         for m in ("gen_tokens_per_s", "staleness_mean", "staleness_max", "kv_tokens_mean"):
             cells += f" {_fmt(r[f'measured_{m}'], m)} / {_fmt(r[f'predicted_{m}'], m)} |"
         lines.append(cells)
-    lines += ["", "Ranking (train tokens/s ratio, measured vs predicted):", ""]
-    lines += _rankings(settings)
+    lines += ["", "Ranking (train tokens/s ratio, measured vs predicted; in brackets, the "
+              "measured ratio's bootstrap interval and the repeats in which the first "
+              "measured faster):", ""]  # fmt: skip
+    lines += _rankings(settings, runs)
     if noise is not None:
         lines += noise_markdown(noise, share=share, at_speed=at_speed)
     what = "all the calibration runs together" if paired else "the calibration runs"
@@ -406,7 +409,25 @@ def speed_note(df: pd.DataFrame, speed: str) -> str:
             f"runs' ({f.min():.2f}x-{f.max():.2f}x)." + scatter)  # fmt: skip
 
 
-def _rankings(settings: pd.DataFrame) -> list[str]:
+def ranking_spread(df: pd.DataFrame, a: str, b: str, *, draws: int = 20000,
+                   seed: int = 0) -> tuple[float, float, int, int]:  # fmt: skip
+    """How firmly the runs order setting ``a`` against ``b`` on train tokens/s: the 95%
+    bootstrap interval of the ratio of their medians (each setting's runs resampled), and in
+    how many of the repeats both ran ``a`` measured faster (of how many)."""
+    col = "measured_train_tokens_per_s"
+    x = df.loc[df["setting"] == a, col].to_numpy(float)
+    y = df.loc[df["setting"] == b, col].to_numpy(float)
+    rng = np.random.default_rng(seed)
+    ratio = (np.median(rng.choice(x, (draws, len(x))), axis=1)
+             / np.median(rng.choice(y, (draws, len(y))), axis=1))  # fmt: skip
+    lo, hi = np.percentile(ratio, [2.5, 97.5])
+    both = df[df["setting"].isin([a, b])].pivot(index="repeat", columns="setting", values=col)
+    both = both.dropna()
+    wins = int((both[a] > both[b]).sum()) if len(both.columns) == 2 else 0
+    return float(lo), float(hi), wins, len(both) if len(both.columns) == 2 else 0
+
+
+def _rankings(settings: pd.DataFrame, runs: pd.DataFrame | None = None) -> list[str]:
     by = settings.set_index("setting")
     out = []
     pairs = (("laminar", "sync", "laminar / sync"),
@@ -417,7 +438,11 @@ def _rankings(settings: pd.DataFrame) -> list[str]:
             m, p = (by.loc[a, f"{w}_train_tokens_per_s"] / by.loc[b, f"{w}_train_tokens_per_s"]
                     for w in ("measured", "predicted"))  # fmt: skip
             same = "same order" if (m - 1) * (p - 1) > 0 else "ORDER DIFFERS"
-            out.append(f"- {what}: measured {m:.2f}x, predicted {p:.2f}x ({same})")
+            spread = ""
+            if runs is not None:
+                lo, hi, wins, n = ranking_spread(runs, a, b)
+                spread = f" [95% {lo:.2f}-{hi:.2f}; {a} faster in {wins} of {n} repeats]"
+            out.append(f"- {what}: measured {m:.2f}x{spread}, predicted {p:.2f}x ({same})")
     return out
 
 
@@ -504,7 +529,8 @@ def main(argv: list[str] | None = None) -> int:
     # a model that follows the measured speed faces the runs' spread at one speed
     noise = noise_floor(at_reference_speed(df) if args.speed != "none" else df)
     section = results_markdown(settings, fits, noise, args.paired, repeat_share(df), calibration,
-                               speed_note(df, args.speed), at_speed=args.speed != "none")
+                               speed_note(df, args.speed), at_speed=args.speed != "none",
+                               runs=df)
     doc.write_text(f"{head}{BEGIN}\n{section}\n{END}{tail}")
     print(section)
     return 0

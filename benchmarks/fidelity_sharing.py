@@ -7,7 +7,11 @@ the simulator's replay of it (the run's own lengths, at the run's measured speed
 - *mate decoding*: the share of an engine's decoding time during which its core-mate decoded
   too (real: ``laminar.calibrate.fit.mate_load`` over the engine's steps, weighted by their
   time; simulated: the replicas' time series, a replica decoding while it holds trajectories);
-- *batch*: the sequences an engine decodes, weighted by time.
+- *batch*: the sequences an engine decodes, weighted by time;
+- *outside*: trajectories in flight (started, not yet back at their rollout:
+  ``fidelity_inflight.inflight``) but not in an engine's batch, on average, and what that is
+  per trajectory by Little's law (that number over the trajectories finished per second): the
+  runtime's hops between its rollouts and engines, which the simulator does not model.
 
 A core-mate that decodes costs an engine's step the most (``core_sharing_alpha``), so a
 simulator whose mates decode more of the time than the runtime's runs each step slower, holds
@@ -35,7 +39,7 @@ from laminar.sim import simulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fidelity import WARMUP_STEPS, job_config, run_dirs
-from fidelity_inflight import real_window, sim_window
+from fidelity_inflight import inflight, real_window, sim_window
 
 
 def real(run_dir: Path) -> dict | None:
@@ -50,8 +54,22 @@ def real(run_dir: Path) -> dict | None:
     keep = ((eng["decode_seqs"] > 0) & (eng["at_s"] - eng["step_s"] >= lo)
             & (eng["at_s"] <= hi)).to_numpy()  # fmt: skip
     w = eng["step_s"].to_numpy(float)[keep]
+    running = 0.0  # the engines' batches over the window (``running`` after each step)
+    for _, g in eng.sort_values("at_s").groupby(eng["replica_id"].astype(str)):
+        t = np.clip(g["at_s"].to_numpy(float), lo, hi)
+        running += float((g["running"].to_numpy(float)[:-1] * np.diff(t)).sum()) / (hi - lo)
+    traj = pd.read_parquet(run_dir / "trajectories.parquet")
     return {"mate_decoding": float(np.average(busy[keep], weights=w)),
-            "batch": float(np.average(eng["decode_seqs"].to_numpy(float)[keep], weights=w))}
+            "batch": float(np.average(eng["decode_seqs"].to_numpy(float)[keep], weights=w)),
+            **outside(traj, lo, hi, running)}  # fmt: skip
+
+
+def outside(traj: pd.DataFrame, lo: float, hi: float, running: float) -> dict:
+    """Trajectories in flight but not in an engine's batch, and seconds per trajectory."""
+    flying = inflight(traj, lo, hi)["in_flight"]
+    done = traj["gen_end_s"].between(lo, hi) & (traj["response_len"] > 0)
+    rate = float(done.sum()) / (hi - lo)
+    return {"outside": flying - running, "outside_ms": 1000 * (flying - running) / rate}
 
 
 def simulated(run_dir: Path, cost: Path) -> dict:
@@ -59,7 +77,7 @@ def simulated(run_dir: Path, cost: Path) -> dict:
     res = simulate(job_config(run_dir, cost))
     lo, hi = sim_window(res.steps)
     rep = res.replicas.sort_values("t_s")
-    spans, batch = {}, []
+    spans, batch, held = {}, [], 0.0
     for rid, g in rep.groupby("replica_id"):
         t = g["t_s"].to_numpy(float)
         a, b = np.clip(t, lo, hi), np.clip(np.append(t[1:], hi), lo, hi)
@@ -67,6 +85,7 @@ def simulated(run_dir: Path, cost: Path) -> dict:
         on = (running > 0) & (b > a)
         spans[rid] = np.column_stack([a[on], b[on]])
         batch.append((running[on] * (b - a)[on]).sum() / max((b - a)[on].sum(), 1e-12))
+        held += float((running * (b - a)).sum()) / (hi - lo)
     shares = []
     for rid, mine in spans.items():
         mates = [s for r, s in spans.items() if r != rid]
@@ -75,7 +94,8 @@ def simulated(run_dir: Path, cost: Path) -> dict:
         cover = _covered(np.vstack(mates))
         both = _length_before(mine[:, 1], cover) - _length_before(mine[:, 0], cover)
         shares.append(both.sum() / (mine[:, 1] - mine[:, 0]).sum())
-    return {"mate_decoding": float(np.mean(shares)), "batch": float(np.mean(batch))}
+    return {"mate_decoding": float(np.mean(shares)), "batch": float(np.mean(batch)),
+            **outside(res.trajectories, lo, hi, held)}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,15 +128,19 @@ def main(argv: list[str] | None = None) -> int:
                       f"{measured['mate_decoding']:.2f} sim {sim['mate_decoding']:.2f}", flush=True)
     df = pd.DataFrame(rows)
     med = df.groupby("setting").median(numeric_only=True)
-    lines = ["| setting | runs | mate decoding real | sim | batch real | sim |",
-             "|---|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| setting | runs | mate decoding real | sim | batch real | sim | "
+             "outside real | sim | outside ms real | sim |",
+             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for setting, r in med.iterrows():
         n = int((df["setting"] == setting).sum())
         lines.append(f"| {setting} | {n} | {r['real_mate_decoding']:.2f} | "
                      f"{r['sim_mate_decoding']:.2f} | {r['real_batch']:.1f} | "
-                     f"{r['sim_batch']:.1f} |")  # fmt: skip
-    text = ("Share of an engine's decoding time its core-mate decoded too, and the batch it "
-            "decoded (time-weighted), medians over the runs, inside the figures' window.\n\n"
+                     f"{r['sim_batch']:.1f} | {r['real_outside']:.1f} | "
+                     f"{r['sim_outside']:.1f} | {r['real_outside_ms']:.0f} | "
+                     f"{r['sim_outside_ms']:.0f} |")  # fmt: skip
+    text = ("Share of an engine's decoding time its core-mate decoded too, the batch it "
+            "decoded (time-weighted), and the trajectories in flight outside the engines "
+            "(module docstring), medians over the runs, inside the figures' window.\n\n"
             + "\n".join(lines) + "\n")  # fmt: skip
     print(text)
     if args.out:

@@ -146,3 +146,15 @@ def test_other_core_share_merges_intervals_and_clips_to_each_step():
     assert got == pytest.approx([1.0 / 1.0, 1.0 / 3.0, 0.0, 2.0 / 4.0, 5.0 / 10.0])
     alone = SimpleNamespace(**{**vars(run), "engine": eng[eng["replica_id"] == "r0"]})
     assert other_core_share(alone).tolist() == [0.0] * 5
+
+
+def test_ranking_spread_says_how_firmly_the_runs_order_two_settings():
+    f = _fidelity()
+    clear = pd.concat([_runs("a", [120, 121, 119, 122]), _runs("b", [100, 101, 99, 100])])
+    clear["repeat"] = [f"rep{i}" for i in range(4)] * 2
+    lo, hi, wins, n = f.ranking_spread(clear, "a", "b", draws=2000)
+    assert 1.0 < lo <= 1.2 <= hi < 1.25 and (wins, n) == (4, 4)
+    mixed = pd.concat([_runs("a", [90, 130, 95, 125]), _runs("b", [110, 100, 105, 100])])
+    mixed["repeat"] = [f"rep{i}" for i in range(4)] * 2
+    lo, hi, wins, n = f.ranking_spread(mixed, "a", "b", draws=2000)
+    assert lo < 1.0 < hi and (wins, n) == (2, 4)
