@@ -374,7 +374,8 @@ def results_markdown(settings: pd.DataFrame, fits: list[Fit], noise: pd.DataFram
         lines.append(cells)
     lines += ["", "Ranking (train tokens/s ratio, measured vs predicted; in brackets, the "
               "measured ratio's bootstrap interval and the repeats in which the first "
-              "measured faster):", ""]  # fmt: skip
+              "measured faster; with `--speed`, the same for the measured figures moved to "
+              "the calibration's machine speed, `at_reference_speed`):", ""]  # fmt: skip
     lines += _rankings(settings, runs)
     if noise is not None:
         lines += noise_markdown(noise, share=share, at_speed=at_speed)
@@ -442,6 +443,13 @@ def _rankings(settings: pd.DataFrame, runs: pd.DataFrame | None = None) -> list[
             if runs is not None:
                 lo, hi, wins, n = ranking_spread(runs, a, b)
                 spread = f" [95% {lo:.2f}-{hi:.2f}; {a} faster in {wins} of {n} repeats]"
+            if runs is not None and "speed_factor" in runs:  # the runs at one machine speed
+                ref = at_reference_speed(runs)
+                col = "measured_train_tokens_per_s"
+                med = ref.groupby("setting")[col].median()
+                lo, hi, wins, n = ranking_spread(ref, a, b)
+                spread += (f"; at one machine speed {med[a] / med[b]:.2f}x [95% {lo:.2f}-"
+                           f"{hi:.2f}; {wins} of {n}]")  # fmt: skip
             out.append(f"- {what}: measured {m:.2f}x{spread}, predicted {p:.2f}x ({same})")
     return out
 

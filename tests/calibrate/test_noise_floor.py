@@ -158,3 +158,17 @@ def test_ranking_spread_says_how_firmly_the_runs_order_two_settings():
     mixed["repeat"] = [f"rep{i}" for i in range(4)] * 2
     lo, hi, wins, n = f.ranking_spread(mixed, "a", "b", draws=2000)
     assert lo < 1.0 < hi and (wins, n) == (2, 4)
+
+
+def test_rankings_also_read_the_runs_at_one_machine_speed():
+    """With per-run speed factors, a measured gap that the machine's speed explains shows up
+    as a tie at one speed."""
+    f = _fidelity()
+    runs = pd.concat([_runs("laminar", [120, 120, 120, 120]),
+                      _runs("laminar-norepack", [100, 100, 100, 100])])  # fmt: skip
+    runs["repeat"] = [f"rep{i}" for i in range(4)] * 2
+    runs["speed_factor"] = [1.0] * 4 + [1.2] * 4  # the repack-off runs met a slower machine
+    runs["measured_gen_tokens_per_s"] = runs["measured_train_tokens_per_s"]
+    settings = runs.groupby("setting", as_index=False).median(numeric_only=True)
+    (line,) = f._rankings(settings, runs)
+    assert "measured 1.20x" in line and "at one machine speed 1.00x" in line
