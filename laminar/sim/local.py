@@ -33,11 +33,10 @@ measured on the machine the runs came from (``laminar/calibrate``):
 - finished trajectories reach the buffer at the rollout's next flush (every
   ``runtime.flush_interval_s``; laminar mode) -> half an interval late on average;
 - the task's answer lengths, or a run's own trace (``workload.source: trace``) -> the
-  workload (``laminar.sim.local_workload``).
-
-- a replica alone on its cores runs the cost file's ``cross_core_gamma`` slower while another
-  core set works (a replica there decoding, the trainer updating on cores not its own):
-  :class:`CoreSharing`.
+  workload (``laminar.sim.local_workload``);
+- a replica alone on its cores runs 1 + the cost file's ``cross_core_gamma`` times slower while
+  another core set works (a replica there decoding, the trainer updating on cores not its
+  own): :class:`CoreSharing`.
 
 Known differences: the trainer and replicas are assumed not to share cores with each other or
 with anything else (other processes on the machine slow the real run only); replicas on
