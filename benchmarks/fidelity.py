@@ -430,6 +430,7 @@ def ranking_spread(df: pd.DataFrame, a: str, b: str, *, draws: int = 20000,
 
 def _rankings(settings: pd.DataFrame, runs: pd.DataFrame | None = None) -> list[str]:
     by = settings.set_index("setting")
+    at_one = at_reference_speed(runs) if runs is not None and "speed_factor" in runs else None
     out = []
     pairs = (("laminar", "sync", "laminar / sync"),
              ("laminar", "laminar-norepack", "repack on / off"),
@@ -443,11 +444,9 @@ def _rankings(settings: pd.DataFrame, runs: pd.DataFrame | None = None) -> list[
             if runs is not None:
                 lo, hi, wins, n = ranking_spread(runs, a, b)
                 spread = f" [95% {lo:.2f}-{hi:.2f}; {a} faster in {wins} of {n} repeats]"
-            if runs is not None and "speed_factor" in runs:  # the runs at one machine speed
-                ref = at_reference_speed(runs)
-                col = "measured_train_tokens_per_s"
-                med = ref.groupby("setting")[col].median()
-                lo, hi, wins, n = ranking_spread(ref, a, b)
+            if at_one is not None:  # the runs at one machine speed
+                med = at_one.groupby("setting")["measured_train_tokens_per_s"].median()
+                lo, hi, wins, n = ranking_spread(at_one, a, b)
                 spread += (f"; at one machine speed {med[a] / med[b]:.2f}x [95% {lo:.2f}-"
                            f"{hi:.2f}; {wins} of {n}]")  # fmt: skip
             out.append(f"- {what}: measured {m:.2f}x{spread}, predicted {p:.2f}x ({same})")

@@ -182,6 +182,8 @@ class CoreSharing:
         self.alone = [bool(g) and self.group.count(g) == 1 for g in self.group]
         self.trainer_elsewhere = [bool(trainer - set(g)) for g in self.group]
         self.trainer_busy = False
+        self._apart = [[j for j, h in enumerate(self.group) if not set(g) & set(h)]
+                       for g in self.group]  # replicas on core sets disjoint from each one's
 
     def slowdown(self, replica) -> float:
         """How many times slower than alone ``replica`` runs now (>= 1)."""
@@ -202,8 +204,7 @@ class CoreSharing:
         """Whether a core outside replica ``i``'s set works now (``cross``)."""
         if self.trainer_busy and self.trainer_elsewhere[i]:
             return True
-        mine = set(self.group[i])
-        return any(j != i and not mine & set(self.group[j]) for j in self.decoding)
+        return any(j in self.decoding for j in self._apart[i])
 
     def trainer_changed(self, cluster, busy: bool) -> None:
         """The trainer starts or ends an update: replicas alone on their cores re-plan."""
@@ -216,10 +217,9 @@ class CoreSharing:
 
     def _replan_alone(self, cluster, replica) -> None:
         """``replica`` started or stopped decoding: replicas alone on other cores re-plan."""
-        mine = set(self.group[replica.index])
+        apart = self._apart[replica.index]
         for other in cluster.replicas:
-            apart = not mine & set(self.group[other.index])
-            if other is not replica and self.alone[other.index] and apart:
+            if other.index in apart and self.alone[other.index]:
                 other.sync()
                 other.wake()
 
