@@ -37,6 +37,7 @@ from laminar.cli.calibrate_cmd import fit_table
 from laminar.config import load_config
 from laminar.plotting import save_figure
 from laminar.plotting.fidelity import fidelity_figure
+from laminar.runtime.manager import as_ran
 from laminar.sim import simulate
 
 # name -> overrides of the tiny-cpu preset. The first two calibrate; the rest are held out.
@@ -96,8 +97,12 @@ def measured(run: Path) -> dict:
 
 def job_config(run: Path, cost: Path, *, trace: bool = True):
     """The job in ``run/config.yaml`` as the simulator predicts it: with the cost file, the
-    figures' warm-up, and (``trace``) the run's own response lengths."""
-    sets = [f"sim.cost_file={cost}", f"sim.warmup_steps={WARMUP_STEPS}"]
+    figures' warm-up, and (``trace``) the run's own response lengths. Repack's step bound is
+    the one the run had (``as_ran``: none without a cost file; run directories written before
+    the runtime recorded it say otherwise)."""
+    bound = as_ran(load_config(run / "config.yaml")).repack.max_step_slowdown
+    sets = [f"sim.cost_file={cost}", f"sim.warmup_steps={WARMUP_STEPS}",
+            f"repack.max_step_slowdown={bound}"]  # fmt: skip
     if trace:
         path = run / "trajectories.parquet"
         sets.append(f"workload.source={{type: trace, path: {path}}}")

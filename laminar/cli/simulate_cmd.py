@@ -36,10 +36,31 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _simulate(args: argparse.Namespace) -> int:
     extra = [systems_override(args.systems)] if args.systems else []
+    own_cost = config_from_args(args, extra).sim.cost_file if args.cost else ""
     if args.cost:
         extra.append(f"sim.cost_file={args.cost}")
     cfg = config_from_args(args, extra)
+    if args.cost and not own_cost:
+        _note_step_bound(cfg)
     return run_and_write(cfg, out_target(args, "simulate"))
+
+
+def _note_step_bound(cfg) -> None:
+    """The runtime bounds repack's decode steps only when it trains with a cost file: say so
+    when ``--cost`` gives the simulated job a bound the config alone would not train with."""
+    import sys
+
+    from laminar.sim.local import is_runtime_setting
+
+    rp = cfg.repack
+    if is_runtime_setting(cfg) and rp.enabled and rp.max_step_slowdown > 0:
+        print(
+            f"note: this simulates repack with its step bound (repack.max_step_slowdown "
+            f"{rp.max_step_slowdown:g}); `laminar train` applies it only with a cost file "
+            f"(--set sim.cost_file=FILE), and a train run's config.yaml records the bound it "
+            "ran with",
+            file=sys.stderr,
+        )
 
 
 def systems_override(names: str) -> str:

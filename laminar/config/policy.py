@@ -29,7 +29,8 @@ class RepackConfig(Section):
     step after the merge stays within this multiple of its fastest step (one sequence, empty
     KV cache), by the engine's step-cost model (ratio, 0 or 1..1000; 0: unbounded, only KV
     capacity and B limit a destination). The simulator uses its cost model; the runtime uses
-    ``sim.cost_file`` when one is given (e.g. from ``laminar calibrate``), else no step bound.
+    ``sim.cost_file`` when one is given (e.g. from ``laminar calibrate``), else no step bound,
+    and its run directory's ``config.yaml`` then records 0 (the bound it ran with).
     The default is measured: ``benchmarks/bench_repack_tail.py``, benchmarks/RESULTS.md."""
 
     @field_validator("max_step_slowdown")

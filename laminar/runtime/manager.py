@@ -54,6 +54,17 @@ def step_cost_from_file(path: str) -> StepCost | None:
         raise ConfigError(path, "coefficients", str(e)) from None
 
 
+def as_ran(cfg: Any) -> Any:
+    """``cfg`` as the runtime runs it: with no cost file the manager has no step model, so
+    repack's step bound is off (``repack.max_step_slowdown`` 0); the run directory records
+    this, so simulating a run (``laminar simulate RUN/config.yaml --cost ...``) predicts the
+    job that ran, not one with a bound it never had."""
+    if cfg.sim.cost_file or cfg.repack.max_step_slowdown == 0:
+        return cfg
+    repack_cfg = cfg.repack.model_copy(update={"max_step_slowdown": 0.0})
+    return cfg.model_copy(update={"repack": repack_cfg})
+
+
 def replica_state(
     snap: dict,
     kv_prev_tokens: int | None,

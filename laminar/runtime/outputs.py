@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from laminar.config import LaminarConfig, write_resolved
+from laminar.runtime.manager import as_ran
 from laminar.runtime.profiling import write_profile
 from laminar.traces.io import write_trace
 
@@ -40,6 +41,7 @@ def trajectory_frame(ledger: list[dict], steps: int) -> pd.DataFrame:
                 "finish_reason": t.finish_reason,
                 "gen_start_s": t.gen_start_s,
                 "gen_end_s": t.gen_end_s,
+                "first_token_s": t.first_token_s,
                 "replica_id": t.replica_id,
                 "weight_version": t.version,
                 "weight_versions": str(t.version),
@@ -143,7 +145,7 @@ def summarize(cfg: LaminarConfig, result: dict) -> dict:
 def write_run_dir(cfg: LaminarConfig, result: dict, out: Path) -> dict:
     """Write every file of the run directory into ``out`` (a staging dir); return the summary."""
     summary = summarize(cfg, result)
-    write_resolved(cfg, out)
+    write_resolved(as_ran(cfg), out)  # the bound repack ran with (manager.as_ran)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     pd.DataFrame(result["steps"]).to_csv(out / "steps.csv", index=False)
     if result["ledger"]:

@@ -29,6 +29,7 @@ import pandas as pd
 
 from laminar.config import LaminarConfig, write_resolved
 from laminar.errors import LaminarError
+from laminar.runtime.manager import as_ran
 
 KEEP_CHECKPOINTS = 2
 
@@ -53,7 +54,7 @@ class RunLog:
         self.keep = keep  # entries that were there and are not ours (a --force merge)
         self.ckpt_root = self.out / "checkpoints"
         self.ckpt_root.mkdir(exist_ok=True)
-        write_resolved(cfg, self.out)
+        write_resolved(as_ran(cfg), self.out)  # the bound repack runs with
         self.mark()
 
     @classmethod

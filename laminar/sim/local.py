@@ -14,6 +14,9 @@ measured on the machine the runs came from (``laminar/calibrate``):
 - the trainer on its cores -> the trainer, at the cost file's rate and fixed cost per step for
   that many threads, on the padded tokens of its micro-batches (``laminar.policy.microbatch``);
 - ``runtime.max_batch`` -> B, the batch bound of every replica and of repack;
+- repack's step bound (``repack.max_step_slowdown``) as the config sets it: the runtime has
+  one only when it trains with a cost file, and a train run's ``config.yaml`` records the
+  bound it ran with (0 without one: ``laminar.runtime.manager.as_ran``);
 - laminar mode: a rollout on the newest weights tops up whole prompt groups while it holds
   fewer than B trajectories, drains and reloads once a newer version is published ->
   :class:`RuntimeLaminar` (``top_up``, ``refill``);

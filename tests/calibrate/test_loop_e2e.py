@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from laminar.cli import main
+from laminar.config import load_config
 
 pytestmark = pytest.mark.slow
 
@@ -48,6 +49,9 @@ def test_calibrate_simulate_compare(tmp_path, capsys):
     rc = main(["simulate", str(run / "config.yaml"), "--cost", str(cost), "--set", trace,
                "--set", "sim.warmup_steps=1", "--out", str(sim)])  # fmt: skip
     assert rc == 0
+    # no cost file in the run: repack ran without a step bound, and was simulated so
+    assert load_config(run / "config.yaml").repack.max_step_slowdown == 0
+    assert load_config(sim / "config.yaml").repack.max_step_slowdown == 0
     predicted = pd.read_csv(sim / "summary.csv").iloc[0]
     assert predicted["replicas"] == 1 and predicted["steps"] == 16
     tr = pd.read_csv(run / "profile" / "trainer_steps.csv")

@@ -172,3 +172,20 @@ def test_rankings_also_read_the_runs_at_one_machine_speed():
     settings = runs.groupby("setting", as_index=False).median(numeric_only=True)
     (line,) = f._rankings(settings, runs)
     assert "measured 1.20x" in line and "at one machine speed 1.00x" in line
+
+
+def test_a_run_is_predicted_with_the_repack_bound_it_ran_with(tmp_path):
+    """``job_config``: a run directory written before the runtime recorded its bound (a
+    config with no cost file and the default bound) is predicted unbounded, as it ran."""
+    from laminar.config import load_config, write_resolved
+
+    f = _fidelity()
+    run = tmp_path / "run"
+    run.mkdir()
+    write_resolved(load_config(preset="tiny-cpu"), run)
+    cost = tmp_path / "cost.json"
+    cost.write_text("{}")
+    job = f.job_config(run, cost, trace=False)
+    assert job.repack.max_step_slowdown == 0 and job.sim.cost_file == str(cost)
+    write_resolved(load_config(preset="tiny-cpu", overrides=[f"sim.cost_file={cost}"]), run)
+    assert f.job_config(run, cost, trace=False).repack.max_step_slowdown > 0

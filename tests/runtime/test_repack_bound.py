@@ -33,3 +33,20 @@ def test_without_a_step_cost_only_capacity_and_b_bound_moves(tmp_path, monkeypat
     calls = _run(tmp_path / "none", monkeypatch, None, math.inf)
     assert all(st.step_cost is None for states, _ in calls for st in states)
     assert [m for _, moves in calls for m in moves], "the long tails should have been repacked"
+
+
+def test_a_run_records_the_bound_repack_ran_with(tmp_path):
+    """Without a cost file the manager has no step model, so repack ran unbounded: the run's
+    config.yaml says so (``as_ran``), and simulating it predicts that job. With one the
+    configured bound stays."""
+    from laminar.config import load_config, write_resolved
+    from laminar.runtime.manager import as_ran
+
+    cfg = load_config(preset="tiny-cpu")
+    assert not cfg.sim.cost_file and cfg.repack.max_step_slowdown > 0
+    write_resolved(as_ran(cfg), tmp_path)
+    assert load_config(tmp_path / "config.yaml").repack.max_step_slowdown == 0
+    cost = tmp_path / "cost.json"
+    cost.write_text("{}")
+    bounded = load_config(preset="tiny-cpu", overrides=[f"sim.cost_file={cost}"])
+    assert as_ran(bounded) is bounded

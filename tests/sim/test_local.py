@@ -339,3 +339,16 @@ def test_the_cross_core_term_slows_a_one_rollout_job_and_zero_changes_nothing(tm
     plain = tokens_per_s(None)
     assert tokens_per_s(0.0) == plain  # an older cost file: the same run
     assert tokens_per_s(1.0) < plain
+
+
+def test_simulate_says_when_cost_gives_repack_a_bound_train_would_not_have(tmp_path, capsys):
+    """``laminar train`` bounds repack's steps only with a cost file; ``--cost`` on a config
+    without one simulates the bound: the command says so (not for a config with the bound
+    off, e.g. a train run's config.yaml, which records the bound it ran with)."""
+    cost = cost_file(tmp_path / "cost.json")
+    args = ["simulate", "--preset", "tiny-cpu", "--cost", cost, "--set", "workload.steps=2"]
+    assert main([*args, "--out", str(tmp_path / "a")]) == 0
+    assert "note: this simulates repack with its step bound" in capsys.readouterr().err
+    off = ["--set", "repack.max_step_slowdown=0", "--out", str(tmp_path / "b")]
+    assert main([*args, *off]) == 0
+    assert "step bound" not in capsys.readouterr().err
