@@ -41,7 +41,6 @@ def trajectory_frame(ledger: list[dict], steps: int) -> pd.DataFrame:
                 "finish_reason": t.finish_reason,
                 "gen_start_s": t.gen_start_s,
                 "gen_end_s": t.gen_end_s,
-                "first_token_s": t.first_token_s,
                 "replica_id": t.replica_id,
                 "weight_version": t.version,
                 "weight_versions": str(t.version),

@@ -58,8 +58,6 @@ class Traj:
     """Log-probability of each generated token under the generating policy (behaviour policy)."""
     gen_start_s: float = math.nan
     gen_end_s: float = math.nan
-    first_token_s: float = math.nan
-    """When its first token reached its rollout (the job's clock): admission and prefill done."""
     replica_id: str = ""
     """The replica that holds it now (or finished it)."""
     migrations: int = 0

@@ -176,8 +176,6 @@ class RolloutWorker:
         prompt = [*t.prompt_ids, *t.tokens]  # migrated: prompt + partial tokens, re-prefilled
         try:
             async for d in self.engine.generate(request_id, prompt, t.remaining_tokens):
-                if t.first_token_s != t.first_token_s:  # NaN: the first token of its life
-                    t.first_token_s = self.now_s()
                 t.tokens.extend(d.token_ids)
                 t.logprobs.extend(d.logprobs)
                 self.gen_tokens += len(d.token_ids)
