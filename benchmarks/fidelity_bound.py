@@ -12,6 +12,7 @@ prediction, to show what the recorded bound changes. Same arguments as ``fidelit
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -22,19 +23,18 @@ import fidelity
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    bound = SLOWDOWN_DEFAULT
-    if "--bound" in argv:
-        i = argv.index("--bound")
-        bound = float(argv[i + 1])
-        del argv[i : i + 2]
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--bound", type=float, default=SLOWDOWN_DEFAULT,
+                   help="repack.max_step_slowdown for every run (0: unbounded)")
+    args, rest = p.parse_known_args(sys.argv[1:] if argv is None else argv)
+    bound = args.bound
 
     def at_bound(cfg):
         repack = cfg.repack.model_copy(update={"max_step_slowdown": bound})
         return cfg.model_copy(update={"repack": repack})
 
     fidelity.as_ran = at_bound  # job_config asks it for the bound of every run
-    return fidelity.main(argv)
+    return fidelity.main(rest)
 
 
 if __name__ == "__main__":
