@@ -352,3 +352,21 @@ def test_simulate_says_when_cost_gives_repack_a_bound_train_would_not_have(tmp_p
     off = ["--set", "repack.max_step_slowdown=0", "--out", str(tmp_path / "b")]
     assert main([*args, *off]) == 0
     assert "step bound" not in capsys.readouterr().err
+
+
+def test_a_run_simulated_with_the_bound_it_ran_with_repacks(tmp_path):
+    """A train run without a cost file repacks unbounded, and its ``config.yaml`` says so
+    (``as_ran``); simulated from that file with a cost file, its repack moves trajectories.
+    With the default bound kept instead (how runs were predicted before), a CPU-like step
+    cost lets a destination take less."""
+    from laminar.config import write_resolved
+    from laminar.runtime.manager import as_ran
+
+    write_resolved(as_ran(load_config(preset="tiny-cpu")), tmp_path)
+    cost = f"sim.cost_file={cost_file(tmp_path / 'cost.json')}"
+    ran = load_config(tmp_path / "config.yaml", overrides=[cost, "workload.steps=10"])
+    kept = ran.model_copy(update={"repack": ran.repack.model_copy(
+        update={"max_step_slowdown": 1.15})})  # fmt: skip
+    moved = simulate(ran).summary.iloc[0]["moved_trajectories"]
+    assert moved > 0
+    assert simulate(kept).summary.iloc[0]["moved_trajectories"] < moved
