@@ -109,6 +109,19 @@ def job_config(run: Path, cost: Path, *, trace: bool = True):
     return load_config(run / "config.yaml", overrides=sets)
 
 
+def with_repack(cfg, **update):
+    """``cfg`` with these fields of its repack section changed."""
+    return cfg.model_copy(update={"repack": cfg.repack.model_copy(update=update)})
+
+
+def emit(text: str, out: str | None) -> int:
+    """Print a diagnostic's Markdown and write it to ``out`` when given; the exit status."""
+    print(text)
+    if out:
+        Path(out).write_text(text)
+    return 0
+
+
 def predicted(run: Path, cost: Path, *, trace: bool) -> dict:
     """The simulator's figures for the job in ``run/config.yaml``."""
     res = simulate(job_config(run, cost, trace=trace))

@@ -2,7 +2,7 @@
 
 Before run directories recorded the bound repack ran with (``laminar.runtime.manager.as_ran``),
 a run trained without a cost file (no step bound) was predicted with the config's default bound
-(``repack.max_step_slowdown``, 1.15), which on CPU costs blocks every move. This replays that
+(``repack.max_step_slowdown``, 1.15), which on CPU costs blocks most moves. This replays that
 prediction, to show what the recorded bound changes. Same arguments as ``fidelity.py`` plus
 ``--bound`` (default: the config default); write it somewhere other than ``docs/fidelity``::
 
@@ -27,13 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bound", type=float, default=SLOWDOWN_DEFAULT,
                    help="repack.max_step_slowdown for every run (0: unbounded)")
     args, rest = p.parse_known_args(sys.argv[1:] if argv is None else argv)
-    bound = args.bound
-
-    def at_bound(cfg):
-        repack = cfg.repack.model_copy(update={"max_step_slowdown": bound})
-        return cfg.model_copy(update={"repack": repack})
-
-    fidelity.as_ran = at_bound  # job_config asks it for the bound of every run
+    # job_config asks ``as_ran`` for the bound of every run
+    fidelity.as_ran = lambda cfg: fidelity.with_repack(cfg, max_step_slowdown=args.bound)
     return fidelity.main(rest)
 
 

@@ -32,7 +32,7 @@ from laminar.calibrate.fit import mate_load, other_core_share
 from laminar.calibrate.speed import run_speed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fidelity import run_dirs
+from fidelity import emit, run_dirs
 
 BINS = [-0.01, 0.1, 0.5, 0.9, 1.01]
 LABELS = ["other < 0.1", "0.1-0.5", "0.5-0.9", "other > 0.9"]
@@ -106,10 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     text = ("Measured engine-step time over its fitted cost, by the share of the step another "
             "core had work (steps in brackets; bins under 100 steps left out).\n\n"
             + "\n".join(lines) + "\n\n" + per_run(steps))  # fmt: skip
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
-    return 0
+    return emit(text, args.out)
 
 
 if __name__ == "__main__":

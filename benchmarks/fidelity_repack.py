@@ -24,7 +24,7 @@ from laminar.config.policy import SLOWDOWN_DEFAULT
 from laminar.sim import simulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fidelity import job_config, run_dirs
+from fidelity import emit, job_config, run_dirs, with_repack
 
 
 def variants(run: Path, cost: Path) -> dict:
@@ -32,10 +32,8 @@ def variants(run: Path, cost: Path) -> dict:
     with repack off (all on the run's own lengths)."""
     cfg = job_config(run, cost)
     jobs = {"as_ran": cfg,
-            "default_bound": cfg.model_copy(update={"repack": cfg.repack.model_copy(
-                update={"max_step_slowdown": SLOWDOWN_DEFAULT})}),
-            "off": cfg.model_copy(update={"repack": cfg.repack.model_copy(
-                update={"enabled": False})})}  # fmt: skip
+            "default_bound": with_repack(cfg, max_step_slowdown=SLOWDOWN_DEFAULT),
+            "off": with_repack(cfg, enabled=False)}  # fmt: skip
     out = {}
     for name, job in jobs.items():
         row = simulate(job).summary.iloc[0]
@@ -53,11 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", help="Markdown to write")
     args = p.parse_args(argv)
     runs, cost = run_dirs(Path(args.runs)), Path(args.cost).resolve()
-    on = pd.DataFrame([{"repeat": d.name, **variants(d, cost)} for d in runs[args.on]])
-    off = pd.DataFrame([{"repeat": d.name, "tokens_per_s": float(
-        simulate(job_config(d, cost)).summary.iloc[0]["train_tokens_per_s"])}
-        for d in runs[args.off]])  # fmt: skip
-    base = off["tokens_per_s"].median()
+    on = pd.DataFrame([variants(d, cost) for d in runs[args.on]])
+    off = [simulate(job_config(d, cost)).summary.iloc[0]["train_tokens_per_s"]
+           for d in runs[args.off]]  # fmt: skip
+    base = float(pd.Series(off).median())
     lines = [f"Predicted train tokens/s of the `{args.on}` runs' jobs, each on its own lengths, "
              f"against the `{args.off}` runs' (median {base:,.0f}): medians over "
              f"{len(on)} runs, the ratio to that median, and the median per-run ratio to the "
@@ -71,11 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {label} | {on[f'{name}_moves'].median():g} | {tps.median():,.0f} | "
                      f"{tps.median() / base:.3f}x | "
                      f"{(tps / on['off_tokens_per_s']).median():.3f}x |")  # fmt: skip
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
-    return 0
+    return emit("\n".join(lines) + "\n", args.out)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ from laminar.calibrate.speed import PROBE_FIGURES, at_speed, dir_speed
 from laminar.sim import simulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fidelity import WARMUP_STEPS, job_config, run_dirs
+from fidelity import WARMUP_STEPS, emit, job_config, run_dirs
 from fidelity_inflight import inflight, real_window, sim_window
 
 
@@ -142,10 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             "decoded (time-weighted), and the trajectories in flight outside the engines "
             "(module docstring), medians over the runs, inside the figures' window.\n\n"
             + "\n".join(lines) + "\n")  # fmt: skip
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
-    return 0
+    return emit(text, args.out)
 
 
 if __name__ == "__main__":
