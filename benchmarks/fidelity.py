@@ -37,7 +37,7 @@ from laminar.cli.calibrate_cmd import fit_table
 from laminar.config import load_config
 from laminar.plotting import save_figure
 from laminar.plotting.fidelity import fidelity_figure
-from laminar.runtime.manager import as_ran
+from laminar.runtime.data.manager import as_ran
 from laminar.sim import simulate
 
 # name -> overrides of the tiny-cpu preset. The first two calibrate; the rest are held out.

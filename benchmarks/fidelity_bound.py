@@ -1,6 +1,6 @@
 """``fidelity.py`` with every run predicted at one repack step bound, not the one it ran with.
 
-Before run directories recorded the bound repack ran with (``laminar.runtime.manager.as_ran``),
+Before run directories recorded the bound repack ran with (``laminar.runtime.data.manager.as_ran``),
 a run trained without a cost file (no step bound) was predicted with the config's default bound
 (``repack.max_step_slowdown``, 1.15), which on CPU costs blocks most moves. This replays that
 prediction, to show what the recorded bound changes. Same arguments as ``fidelity.py`` plus

@@ -24,9 +24,9 @@ from pathlib import Path
 
 from laminar.config import load_config
 from laminar.rundir import staged_dir
-from laminar.runtime import cluster, driver, loops
-from laminar.runtime.outputs import write_run_dir
-from laminar.runtime.speedprobe import SpeedProbe
+from laminar.runtime.profiling.speedprobe import SpeedProbe
+from laminar.runtime.run import driver, loops, ray_run
+from laminar.runtime.run.outputs import write_run_dir
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fidelity import SETTINGS
@@ -38,7 +38,7 @@ def _job_settings(cfg):
     rt, w = cfg.runtime, cfg.workload
 
     def apply(worker) -> None:
-        from laminar.runtime.task import make_task
+        from laminar.runtime.tasks.make import make_task
 
         worker.gen = make_task(rt.task, seed=cfg.seed, max_answer_len=w.max_response_len - 1)
         worker.max_response_len = w.max_response_len
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     most = max(cfgs.values(), key=lambda c: c.runtime.rollouts)
     out = Path(args.out)
     engines = None
-    with cluster.ray_session(most) as dirs, ExitStack() as stack:
+    with ray_run.ray_session(most) as dirs, ExitStack() as stack:
         if most.runtime.rollouts > 0:  # start every engine once, with the widest setting
             two = most.workload.model_copy(update={"steps": 2})
             short = most.model_copy(update={"workload": two})

@@ -6,7 +6,8 @@ Usage::
     python benchmarks/gpu_check.py --dry-run          # the same path on CPU, tiny shapes (CI)
 
 Nothing is downloaded: every model is a random-weight model of a real architecture created
-here (``laminar.runtime.localmodel``; vLLM's ``load_format="dummy"`` where no file is needed).
+here (``laminar.runtime.models.localmodel``; vLLM's ``load_format="dummy"`` where no file is
+needed).
 Parts (``gpu_check_parts.py``), each in its own process (a GPU is fully released between them)
 with its own time limit:
 

@@ -27,7 +27,7 @@ def part_decode(shape: str, out: Path, dry: bool) -> dict:
     """vLLM step times on a random-weight model of ``shape``."""
     from vllm import LLM, SamplingParams
 
-    from laminar.runtime.localmodel import make_model_dir
+    from laminar.runtime.models.localmodel import make_model_dir
 
     grid = DRY if dry else GPU
     model_dir = make_model_dir(
@@ -98,7 +98,7 @@ def part_fsdp(out: Path, dry: bool) -> dict:
     import random
     import socket
 
-    from laminar.runtime.localmodel import make_model_dir
+    from laminar.runtime.models.localmodel import make_model_dir
     from laminar.runtime.records import Traj
     from laminar.runtime.train.ranks import TrainerRank, rank_plan
 
@@ -148,7 +148,7 @@ def part_fsdp(out: Path, dry: bool) -> dict:
 
 def _train_config(model_dir: Path, out: Path, mode: str, dry: bool, steps: int) -> Any:
     from laminar.config import load_config
-    from laminar.runtime.localmodel import arithmetic_jsonl
+    from laminar.runtime.models.localmodel import arithmetic_jsonl
 
     task = arithmetic_jsonl(out / "task.jsonl", n=256)
     return load_config(preset="tiny-cpu", overrides=_train_sets(model_dir, task, mode, dry, steps))
@@ -173,7 +173,7 @@ def _train_sets(model_dir: Path, task: Path, mode: str, dry: bool, steps: int) -
 
 def part_train(out: Path, dry: bool) -> dict:
     """``laminar train`` in both modes through the pretrained path; their summaries."""
-    from laminar.runtime.localmodel import arithmetic_jsonl, make_model_dir
+    from laminar.runtime.models.localmodel import arithmetic_jsonl, make_model_dir
 
     model_dir = make_model_dir(
         out / "train-model", dtype="float32" if dry else "bfloat16",

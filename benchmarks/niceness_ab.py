@@ -21,9 +21,8 @@ import time
 import pandas as pd
 
 from laminar.config import load_config
-from laminar.policy.placement import place
-from laminar.runtime import cluster
-from laminar.runtime.driver import train
+from laminar.runtime.run import ray_run
+from laminar.runtime.run.driver import train
 
 HOG = "import time\nend = time.time() + {s}\nwhile time.time() < end: pass\n"
 
@@ -31,8 +30,8 @@ HOG = "import time\nend = time.time() + {s}\nwhile time.time() < end: pass\n"
 def one(niceness: int, steps: int, hog_s: float) -> dict:
     cfg = load_config(preset="tiny-cpu", overrides=[f"workload.steps={steps}",
                                                     "runtime.eval_prompts=0"])  # fmt: skip
-    cluster.OFFLINE_ENV["RAY_worker_niceness"] = str(niceness)  # read when Ray starts
-    core = place(cfg.runtime).trainer_cpus
+    ray_run.OFFLINE_ENV["RAY_worker_niceness"] = str(niceness)  # read when Ray starts
+    core = cfg.runtime.placement().trainer_cpus
     hog = subprocess.Popen([sys.executable, "-c", HOG.format(s=hog_s)])
     try:
         os.sched_setaffinity(hog.pid, core)

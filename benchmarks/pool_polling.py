@@ -1,5 +1,5 @@
 """CPU a laminar rollout's control loop costs while the prompt budget is spent, before and after
-``laminar/runtime/asking.py``.
+``laminar/runtime/rollout/asking.py``.
 
 Usage::
 
@@ -32,8 +32,8 @@ class Poller:
         return os.getpid()
 
     async def run(self, seconds: float, gated: bool) -> dict:
-        from laminar.runtime.asking import AskAgain
-        from laminar.runtime.rollout import ASK_AGAIN_MAX_POLLS
+        from laminar.runtime.rollout.asking import AskAgain
+        from laminar.runtime.rollout.worker import ASK_AGAIN_MAX_POLLS
 
         asking = AskAgain(POLL_S, ASK_AGAIN_MAX_POLLS * POLL_S)
         store = tempfile.mkdtemp()
@@ -64,18 +64,18 @@ def main(argv: list[str] | None = None) -> int:
     import ray
 
     from laminar.config import load_config
-    from laminar.runtime import cluster
-    from laminar.runtime.pools import PromptPool
+    from laminar.runtime.data.pools import PromptPool
+    from laminar.runtime.run import ray_run
 
     rt = load_config(preset="tiny-cpu").runtime
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        pool = cluster.actor(PromptPool).remote(
+        pool = ray_run.actor(PromptPool).remote(
             rt.task, seed=0, max_answer_len=64, samples_per_prompt=8, prompts_per_step=1,
             prefetch_steps=0.0, model_type="tiny", model_dir="",
         )  # fmt: skip
         assert len(ray.get(pool.take.remote(1, "other", 128))) == 1  # the budget is now spent
-        poller = cluster.actor(Poller).remote(pool)
+        poller = ray_run.actor(Poller).remote(pool)
         pids = {"rollout loop": ray.get(poller.pid.remote()),
                 "prompt pool": ray.get(pool.__ray_call__.remote(lambda self: os.getpid()))}
         print(f"| loop ({args.seconds:.0f} s, budget spent) | takes / polls "

@@ -325,7 +325,7 @@ def test_a_signal_during_simulate_leaves_nothing(tmp_path, sig, code):
 
 
 def test_train_refuses_an_unwritable_out_before_starting_anything(capsys, monkeypatch):
-    calls = _forbid(monkeypatch, "laminar.runtime.driver", "train")
+    calls = _forbid(monkeypatch, "laminar.runtime.run.driver", "train")
     assert main(["train", "--out", "/proc/laminar-train"]) == 2
     assert calls == []
     assert "/proc/laminar-train: cannot write there" in _error(capsys)

@@ -4,7 +4,7 @@ The runtime's real pools, rollouts and manager run on fake engines (``tests/runt
 in laminar or sync mode, optionally with a rollout crashing mid-run (the manager recovers its
 trajectories); a stand-in trainer takes each batch from the experience buffer and publishes a
 version, like ``Trainer.step``, and reports a row with exactly ``Trainer.step``'s keys (read
-from its source). The real writer, ``laminar.runtime.outputs.write_run_dir``, writes the
+from its source). The real writer, ``laminar.runtime.run.outputs.write_run_dir``, writes the
 directory.
 """
 
@@ -20,14 +20,14 @@ from pathlib import Path
 
 from laminar.config import load_config
 from laminar.rundir import staged_dir
-from laminar.runtime.outputs import write_run_dir
+from laminar.runtime.run.outputs import write_run_dir
 from tests.runtime import harness
 
 
 def trainer_step_keys() -> list[str]:
     """The keys of the row ``Trainer.step`` returns (the columns of steps.csv it writes, besides
     the loss metrics), read from its source: ``metrics[...] =`` and ``metrics.update(...)``."""
-    source = Path(importlib.util.find_spec("laminar.runtime.trainer").origin).read_text()
+    source = Path(importlib.util.find_spec("laminar.runtime.train.trainer").origin).read_text()
     cls = next(n for n in ast.parse(source).body if getattr(n, "name", "") == "Trainer")
     step = next(n for n in cls.body if getattr(n, "name", "") == "step")
     keys = []
@@ -121,7 +121,7 @@ async def _sync(s: harness.System, steps: int) -> list[dict]:
 
 
 async def run(s: harness.System, mode: str, steps: int, crash_at_step: int) -> dict:
-    """Run ``steps`` trainer steps; return the raw results ``laminar.runtime.driver.train``
+    """Run ``steps`` trainer steps; return the raw results ``laminar.runtime.run.driver.train``
     would (what ``write_run_dir`` reads)."""
     await harness.boot(s, load=mode == "sync")
     setup_s = time.time() - s.t0_s

@@ -69,7 +69,7 @@ MAX_REFILL_S = 0.5  # longer gaps after a load are waits for the prompt budget
 # vLLM's multiprocess worker keeps polling for its next step with sched_yield() for this long
 # after its last one before it sleeps (``shm_broadcast.SpinCondition(busy_loop_s=1)``): an
 # idle engine still takes its share of cores it shares with another engine. A run that sets
-# ``runtime.engine_spin_s`` spins that long instead (``laminar.runtime.vllm_spin``).
+# ``runtime.engine_spin_s`` spins that long instead (``laminar.runtime.rollout.vllm_spin``).
 ENGINE_SPIN_S = VLLM_ENGINE_SPIN_S
 MIN_MODE_SPLIT = 0.05  # share of a mode's steps alone (and shared) to fit its own factor
 

@@ -2,7 +2,7 @@
 
 A run directory must hold ``config.yaml``, ``summary.json`` and ``profile/`` with
 ``engine_steps.csv``, ``trainer_steps.csv``, ``weight_loads.csv`` and ``machine.json``
-(``laminar/runtime/profiling.py`` writes them); ``speed_probe.csv`` is read when present.
+(``laminar/runtime/profiling/profile.py`` writes them); ``speed_probe.csv`` is read when present.
 Errors name the file, the row and the column.
 """
 
@@ -91,7 +91,7 @@ def step_timeline(root: Path, setup_s: float) -> pd.DataFrame | None:
 
 
 def read_speed_probe(path: Path) -> pd.DataFrame | None:
-    """The speed probe's rows (``laminar/runtime/speedprobe.py``); None for a run recorded
+    """The speed probe's rows (``laminar/runtime/profiling/speedprobe.py``); None for a run recorded
     without it."""
     if not path.is_file():
         return None

@@ -1,6 +1,6 @@
 """A run's machine speed from its probe, and a cost file moved to another measured speed.
 
-``profile/speed_probe.csv`` (``laminar/runtime/speedprobe.py``) times a fixed single-core
+``profile/speed_probe.csv`` (``laminar/runtime/profiling/speedprobe.py``) times a fixed single-core
 workload beside the run. A run's speed is the geometric mean of the medians of its two probe
 figures (``matmul_s``, ``python_s``) over the run's steps after its first ``skip_steps``, in
 seconds: larger is slower. ``laminar calibrate`` records the geometric mean of its runs' speeds

@@ -90,14 +90,14 @@ def _config(args: argparse.Namespace):
     if args.resume:
         from pathlib import Path
 
-        from laminar.runtime.resume import load_resume
+        from laminar.runtime.run.resume import load_resume
 
         if args.config or args.preset or args.out:
             raise ConfigError(
                 "--resume", "", "takes its config and directory from the run (no CONFIG, "
                 "--preset or --out)"
             )
-        from laminar.runtime.sessions import check_not_running
+        from laminar.runtime.cluster.sessions import check_not_running
 
         _, state = load_resume(args.resume)
         check_not_running(args.resume)  # two drivers must not write one directory
@@ -122,18 +122,18 @@ def _train(args: argparse.Namespace) -> int:
     import signal
     import sys
 
-    from laminar.runtime.resume import RunLog
+    from laminar.runtime.run.resume import RunLog
 
     cfg, state = _config(args)
-    from laminar.runtime.inputs import check_inputs
+    from laminar.runtime.run.inputs import check_inputs
 
     check_inputs(cfg)  # a bad model directory or task file: before any output exists
     if state is None:  # --out's rules (a foreign directory is refused) before any work
         log = RunLog.create(out_target(args, f"train-{cfg.runtime.mode}"), cfg)
     else:
         log = RunLog.reopen(args.resume, cfg)
-    from laminar.runtime.driver import train  # Ray, torch: only once the output is sure
-    from laminar.runtime.outputs import ledger_problems, write_run_dir
+    from laminar.runtime.run.driver import train  # Ray, torch: only once the output is sure
+    from laminar.runtime.run.outputs import ledger_problems, write_run_dir
     out = str(log.out)
     done = len(state.steps) if state is not None else 0
     bar = _progress(cfg.workload.steps, done, disabled=args.no_progress)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from laminar.config.base import Section
 from laminar.config.runtime_faults import FaultSpec, RuntimeFaultsConfig
+from laminar.policy.placement import Placement, parse_cpus, place
 
 # vLLM's worker and engine-core processes poll for their next message with sched_yield() this
 # long after their last one before they sleep (``shm_broadcast.SpinCondition(busy_loop_s=1)``)
@@ -150,7 +151,7 @@ class RuntimeConfig(Section):
     """Cores of the rollout replicas on CPU (replica i takes entry i mod len, e.g. ``["1"]`` or
     ``["0-3", "4-7"]``; at most 4096 entries): its process and vLLM's OpenMP threads are pinned
     there. In sync mode (colocated) the replicas spread over these and ``trainer_cpus`` (see
-    ``laminar/runtime/placement.py``). Empty: no pinning."""
+    ``laminar/policy/placement.py``). Empty: no pinning."""
 
     trainer_cpus: str = Field("", max_length=1024)
     """Cores of the trainer on CPU in laminar mode, e.g. ``"0"`` or ``"0-3"`` (0..1024
@@ -168,13 +169,15 @@ class RuntimeConfig(Section):
     engine_spin_s: float | None = Field(None, ge=0.001, le=60.0)
     """Seconds an idle vLLM engine's processes keep spinning on their core for work before they
     sleep (0.001..60). None: vLLM's own (1 s). A spinning process takes CPU from whatever shares
-    its core — another engine, or the trainer in sync mode (``laminar/runtime/vllm_spin.py``).
+    its core — another engine, or the trainer in sync mode
+    (``laminar/runtime/rollout/vllm_spin.py``).
     Not 0: vLLM then sleeps between every two steps and misses wake-ups (a step's data waited
     54 s in a tiny-cpu job)."""
 
     speed_probe_s: float = Field(1.0, ge=0.0, le=3600.0)
     """Seconds between two samples of the machine-speed probe, a fixed single-core workload
-    timed at top priority beside the run (``laminar/runtime/speedprobe.py``; 0..3600, ~1.3% of a
+    timed at top priority beside the run (``laminar/runtime/profiling/speedprobe.py``; 0..3600,
+    ~1.3% of a
     core at 1 s); 0: none. ``profile/speed_probe.csv`` is what lets ``laminar calibrate`` (and its
     ``--at-speed-of RUN_DIR``) tell a slow machine from a slow setting."""
 
@@ -241,6 +244,24 @@ class RuntimeConfig(Section):
     def engine_spin_effective_s(self) -> float:
         """Seconds an idle engine spins: ``engine_spin_s``, or vLLM's own when None."""
         return VLLM_ENGINE_SPIN_S if self.engine_spin_s is None else float(self.engine_spin_s)
+
+    def placement(self) -> Placement:
+        """Cores of each rollout replica and of the trainer (``laminar.policy.placement``)."""
+        return place(
+            mode=self.mode,
+            device=self.device,
+            rollouts=self.rollouts,
+            cpu_binds=self.cpu_binds,
+            trainer_cpus=self.trainer_cpus,
+        )
+
+    @field_validator("cpu_binds", "trainer_cpus")
+    @classmethod
+    def _cpu_lists_parse(cls, value: list[str] | str) -> list[str] | str:
+        # checked where it enters, not when a replica is pinned mid-run
+        for text in [value] if isinstance(value, str) else value:
+            parse_cpus(text)
+        return value
 
     @model_validator(mode="after")
     def _faults_can_happen(self) -> RuntimeConfig:

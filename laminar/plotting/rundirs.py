@@ -12,7 +12,7 @@ from laminar.plotting.train import TRAIN_FILES, load_train_run, train_figures
 from laminar.rundir import run_output
 
 # What each kind of run directory must hold (written by laminar/sim/api.py and
-# laminar/runtime/outputs.py); the first file tells the kinds apart.
+# laminar/runtime/run/outputs.py); the first file tells the kinds apart.
 KIND_FILES = {"train": tuple(TRAIN_FILES), "sim": tuple(SIM_FILES)}
 KIND_NAMES = {"train": "`laminar train`", "sim": "`laminar simulate` / `laminar replay`"}
 

@@ -1,5 +1,5 @@
 """Pictures of real training runs (``laminar train`` run directories, see
-``laminar/runtime/outputs.py``), one run or several side by side.
+``laminar/runtime/run/outputs.py``), one run or several side by side.
 
 Every figure function takes one :class:`TrainRun` or a list of them and draws each run in its
 own colour, named by its system (``laminar`` / ``sync``) or, where two runs share a system, by

@@ -14,9 +14,10 @@ Both modes therefore get the same cores; only how they share them differs.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from laminar.config.runtime import RuntimeConfig
+MAX_CORE = 65535  # a sanity bound on a core number: no machine has more, and ranges stay small
 
 
 def parse_cpus(text: str) -> list[int]:
@@ -30,6 +31,8 @@ def parse_cpus(text: str) -> list[int]:
             raise ValueError(f"bad CPU list {text!r}: expected e.g. '0-3,5'") from None
         if a < 0 or b < a:
             raise ValueError(f"bad CPU range {part!r} in {text!r}")
+        if b > MAX_CORE:
+            raise ValueError(f"CPU {b} in {text!r} is above {MAX_CORE}")
         cores.update(range(a, b + 1))
     return sorted(cores)
 
@@ -51,15 +54,19 @@ class Placement:
         return len(self.trainer_cpus) or default
 
 
-def place(rt: RuntimeConfig) -> Placement:
-    """The placement of ``rt.mode`` (module docstring); nothing is pinned on cuda."""
-    if rt.device != "cpu":
-        return Placement(tuple(() for _ in range(rt.rollouts)), ())
-    binds = [parse_cpus(b) for b in rt.cpu_binds]
-    trainer = parse_cpus(rt.trainer_cpus)
-    if rt.mode == "laminar" or not binds:
-        per_replica = [binds[i % len(binds)] if binds else [] for i in range(rt.rollouts)]
+def place(
+    *, mode: str, device: str, rollouts: int, cpu_binds: Sequence[str], trainer_cpus: str
+) -> Placement:
+    """The placement of ``mode`` (``laminar`` or ``sync``; module docstring) for ``rollouts``
+    replicas over ``cpu_binds`` (one core list per replica, cycled) and ``trainer_cpus``;
+    nothing is pinned off ``device == "cpu"``."""
+    if device != "cpu":
+        return Placement(tuple(() for _ in range(rollouts)), ())
+    binds = [parse_cpus(b) for b in cpu_binds]
+    trainer = parse_cpus(trainer_cpus)
+    if mode == "laminar" or not binds:
+        per_replica = [binds[i % len(binds)] if binds else [] for i in range(rollouts)]
         return Placement(tuple(tuple(c) for c in per_replica), tuple(trainer))
     every = sorted({c for b in binds for c in b} | set(trainer))
-    per_replica = [[every[i % len(every)]] for i in range(rt.rollouts)]
+    per_replica = [[every[i % len(every)]] for i in range(rollouts)]
     return Placement(tuple(tuple(c) for c in per_replica), tuple(every))

@@ -16,7 +16,7 @@ measured on the machine the runs came from (``laminar/calibrate``):
 - ``runtime.max_batch`` -> B, the batch bound of every replica and of repack;
 - repack's step bound (``repack.max_step_slowdown``) as the config sets it: the runtime has
   one only when it trains with a cost file, and a train run's ``config.yaml`` records the
-  bound it ran with (0 without one: ``laminar.runtime.manager.as_ran``);
+  bound it ran with (0 without one: ``laminar.runtime.data.manager.as_ran``);
 - laminar mode: a rollout on the newest weights tops up whole prompt groups while it holds
   fewer than B trajectories, drains and reloads once a newer version is published ->
   :class:`RuntimeLaminar` (``top_up``, ``refill``);
@@ -56,7 +56,6 @@ from typing import ClassVar
 from laminar.config import LaminarConfig
 from laminar.errors import ConfigError
 from laminar.policy.microbatch import padded_lengths
-from laminar.policy.placement import place
 from laminar.sim.baselines import Verl
 from laminar.sim.cost import Coefficient, CostModel
 from laminar.sim.systems import GpuSplit, Proc, System
@@ -112,7 +111,7 @@ def runtime_config(cfg: LaminarConfig) -> LaminarConfig:
 def trainer_threads(cfg: LaminarConfig) -> int:
     """Threads the runtime's trainer uses under this config's placement."""
     rt = cfg.runtime
-    return place(rt).trainer_threads(rt.trainer_threads)
+    return rt.placement().trainer_threads(rt.trainer_threads)
 
 
 def placed_cost(cfg: LaminarConfig, cost: CostModel) -> CostModel:
@@ -162,7 +161,7 @@ class CoreSharing:
         spin_set = rt.engine_spin_s is not None
         calibrated_spin_s = float(extras.get("engine_spin_s", 0.0))
         self.spin_s = rt.engine_spin_effective_s if spin_set else calibrated_spin_s
-        cores = place(rt).rollout_cpus if rt.device == "cpu" else ()
+        cores = rt.placement().rollout_cpus if rt.device == "cpu" else ()
         # Unpinned replicas (empty core lists) float over the same machine: one shared group.
         self.group = [tuple(c) for c in cores] if cores else [(i,) for i in range(rt.rollouts)]
         # Each of the mode's rollouts on a replica's cores loads them (laminar's control loop)
@@ -181,7 +180,7 @@ class CoreSharing:
         # works: a replica there decoding, or the trainer updating on cores not all its own
         # (calibrated: ``laminar.calibrate.fit.other_core_share``; 0 in older cost files).
         self.cross = float(extras.get("cross_core_gamma", 0.0)) if cores else 0.0
-        trainer = set(place(rt).trainer_cpus) if cores else set()
+        trainer = set(rt.placement().trainer_cpus) if cores else set()
         self.alone = [bool(g) and self.group.count(g) == 1 for g in self.group]
         self.trainer_elsewhere = [bool(trainer - set(g)) for g in self.group]
         self.trainer_busy = False
@@ -330,7 +329,7 @@ class RuntimeSystem(System):
 
 
 class RuntimeLaminar(RuntimeSystem):
-    """Laminar mode of ``laminar train`` (``laminar/runtime/rollout.py``, ``pools.py``)."""
+    """Laminar mode of ``laminar train`` (``laminar/runtime/rollout/worker.py``, ``pools.py``)."""
 
     name: ClassVar[str] = "laminar"
     description: ClassVar[str] = "laminar train, mode laminar, as the runtime runs it"
@@ -401,7 +400,7 @@ class RuntimeLaminar(RuntimeSystem):
 
 
 class RuntimeSync(RuntimeSystem, Verl):
-    """Sync mode of ``laminar train`` (``laminar/runtime/loops.py: run_sync``)."""
+    """Sync mode of ``laminar train`` (``laminar/runtime/run/loops.py: run_sync``)."""
 
     name: ClassVar[str] = "sync"
     description: ClassVar[str] = "laminar train, mode sync, as the runtime runs it"

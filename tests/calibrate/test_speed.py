@@ -1,6 +1,6 @@
-"""The machine-speed probe (``laminar/runtime/speedprobe.py``) and what calibration does with
-it (``laminar/calibrate/speed.py``): a run's speed over its window, the calibration's reference,
-and a cost file moved to another measured speed."""
+"""The machine-speed probe (``laminar/runtime/profiling/speedprobe.py``) and what calibration does
+with it (``laminar/calibrate/speed.py``): a run's speed over its window, the calibration's
+reference, and a cost file moved to another measured speed."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from laminar.calibrate import calibrate, read_run
 from laminar.calibrate.speed import at_speed, run_speed
 from laminar.cli import main
 from laminar.errors import LaminarError
-from laminar.runtime.speedprobe import SpeedProbe
+from laminar.runtime.profiling.speedprobe import SpeedProbe
 from tests.calibrate.test_calibrate_cli import make_run
 
 

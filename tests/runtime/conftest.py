@@ -1,4 +1,4 @@
-"""Fixtures of the runtime tests: emulated machines (``laminar.runtime.emulate``).
+"""Fixtures of the runtime tests: emulated machines (``laminar.runtime.cluster.emulate``).
 
 ``machines``: one cluster of two emulated machines (``m0`` the head, ``m1``), 4 fake GPUs and
 2 CPUs each, shared by the tests of a module (starting it costs ~3 s); the test process is *not*
@@ -14,7 +14,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def machines():
-    from laminar.runtime.emulate import EmulatedCluster
+    from laminar.runtime.cluster.emulate import EmulatedCluster
 
     with EmulatedCluster(machines=2, gpus_per_machine=4, cpus_per_machine=2) as emu:
         yield emu
@@ -40,7 +40,7 @@ def _wait_devices_free(timeout_s: float = 60.0) -> None:
 
     import ray
 
-    from laminar.runtime.replicas import free_gpus
+    from laminar.runtime.cluster.replicas import free_gpus
 
     deadline = time.monotonic() + timeout_s
     while True:

@@ -1,7 +1,7 @@
 """In-process stand-ins for the runtime's tests: an engine without vLLM, Ray-less handles.
 
-``FakeEngine`` implements ``laminar.runtime.engine.Engine`` as a perfect solver of the repeat
-task: it reads the count from the prompt and writes the letter that many times, one token per
+``FakeEngine`` implements ``laminar.runtime.rollout.engine.Engine`` as a perfect solver of the
+repeat task: it reads the count from the prompt and writes the letter that many times, one token per
 ``step_s``. Its output depends only on the sequence it is given, so a trajectory resubmitted as
 prompt + partial tokens continues exactly where it stopped — the property migration relies on.
 A test may hold every sequence asked for more than ``hold_over`` tokens after its first one
@@ -17,8 +17,8 @@ import inspect
 import math
 from collections.abc import Sequence
 
-from laminar.runtime.codec import CharCodec
-from laminar.runtime.engine import Delta, EngineStats
+from laminar.runtime.models.codec import CharCodec
+from laminar.runtime.rollout.engine import Delta, EngineStats
 
 
 class FakeEngine:

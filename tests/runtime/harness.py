@@ -11,9 +11,9 @@ import time
 from dataclasses import dataclass, field
 
 from laminar.config.runtime import RepeatTask
-from laminar.runtime.manager import RolloutManager
-from laminar.runtime.pools import ExperienceBuffer, PartialResponsePool, PromptPool
-from laminar.runtime.rollout import RolloutWorker
+from laminar.runtime.data.manager import RolloutManager
+from laminar.runtime.data.pools import ExperienceBuffer, PartialResponsePool, PromptPool
+from laminar.runtime.rollout.worker import RolloutWorker
 from laminar.runtime.weights import ShmWeightStore
 from tests.runtime.fakes import FakeEngine, LocalHandle
 

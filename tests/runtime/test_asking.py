@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from laminar.runtime.asking import AskAgain
+from laminar.runtime.rollout.asking import AskAgain
 
 
 def test_empty_answers_double_the_wait_up_to_the_cap():

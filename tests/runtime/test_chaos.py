@@ -1,6 +1,6 @@
 """Chaos: a seeded run on emulated machines with one random kill of every kind.
 
-Three emulated machines (``laminar.runtime.emulate``: Ray nodes on this host; ``m0`` holds
+Three emulated machines (``laminar.runtime.cluster.emulate``: Ray nodes on this host; ``m0`` holds
 Ray's head), the relay tier on (one relay per node),
 two rollouts. ``chaos_plan(seed)`` puts a ``kill-rollout``, ``kill-engine``, ``kill-machine``,
 ``kill-relay`` and ``kill-trainer`` at random steps. The run must finish its steps with nothing
@@ -30,7 +30,7 @@ SEED, STEPS = int(os.environ.get("LAMINAR_CHAOS_SEED", "3")), 6
 
 @pytest.fixture
 def machines():
-    from laminar.runtime.emulate import EmulatedCluster
+    from laminar.runtime.cluster.emulate import EmulatedCluster
 
     with EmulatedCluster(machines=3, gpus_per_machine=0, cpus_per_machine=2) as emu:
         register(emu)

@@ -17,11 +17,12 @@ import pytest
 
 from laminar.config import load_config
 from laminar.errors import LaminarError
-from laminar.runtime import cluster, nodes, replicas
-from laminar.runtime.driver import _engine_spec
-from laminar.runtime.pools import ExperienceBuffer, PartialResponsePool
+from laminar.runtime.cluster import nodes, replicas
+from laminar.runtime.data.pools import ExperienceBuffer, PartialResponsePool
 from laminar.runtime.relay.tier import weight_path_for
-from laminar.runtime.rollout_node import NodeSetup
+from laminar.runtime.rollout.node import NodeSetup
+from laminar.runtime.run import ray_run
+from laminar.runtime.run.driver import _engine_spec
 from laminar.runtime.weights import WEIGHTS_NAME
 from tests.runtime.fakes import SpecFakeEngine
 
@@ -42,7 +43,7 @@ OVERRIDES = [
 def _tiny_config_json(cfg) -> str:
     from transformers import LlamaConfig
 
-    from laminar.runtime import tinymodel
+    from laminar.runtime.models import tinymodel
 
     w = cfg.workload
     kw = tinymodel.llama_config(
@@ -55,8 +56,8 @@ def _replica(cfg, dirs, where, index: int, config_json: str):
     rt, wl = cfg.runtime, cfg.workload
     info = {"model_dir": "", "eos_id": 2}
     setup = NodeSetup(dirs.run_id, "tiny", config_json=config_json, seed=cfg.seed)
-    options = cluster.rollout_options(cfg, index, dirs, where.options[index])
-    return cluster.actor(cluster.RolloutActor, **options).remote(
+    options = ray_run.rollout_options(cfg, index, dirs, where.options[index])
+    return ray_run.actor(ray_run.RolloutActor, **options).remote(
         f"r{index}",
         _engine_spec(cfg, info, index, where.tensor_parallel_size),
         node=setup,
@@ -75,7 +76,7 @@ def _replica(cfg, dirs, where, index: int, config_json: str):
 def test_tp2_replicas_fill_each_machine_next_to_its_relay(connected_machines):
     emu = connected_machines
     cfg = load_config(overrides=OVERRIDES)
-    dirs = cluster.RunDirs(f"t{uuid.uuid4().hex[:8]}", Path("/nonexistent"), Path("/nonexistent"))
+    dirs = ray_run.RunDirs(f"t{uuid.uuid4().hex[:8]}", Path("/nonexistent"), Path("/nonexistent"))
     head = emu.nodes["m0"].node_id  # the trainer's machine: the master relay is there
     where = replicas.place_rollouts(cfg, head)
     weights, close = weight_path_for(cfg, dirs.node_path("job"), '{"model_type": "llama"}')
@@ -101,8 +102,8 @@ def test_tp2_replicas_fill_each_machine_next_to_its_relay(connected_machines):
         weights.publish(0, blob)  # the driver stands in for the trainer
         weights.publisher.wait(0, timeout_s=60)
         pools = {
-            "partial": cluster.actor(PartialResponsePool).remote(),
-            "buffer": cluster.actor(ExperienceBuffer).remote(4, time.time()),
+            "partial": ray_run.actor(PartialResponsePool).remote(),
+            "buffer": ray_run.actor(ExperienceBuffer).remote(4, time.time()),
             "prompts": None,
         }
         ray.get([a.attach.remote(weights, pools, time.time()) for a in actors])
@@ -167,7 +168,7 @@ def test_a_dead_replica_gets_its_bundle_back_or_a_machine_with_room(connected_ma
         assert far not in nodes.alive_nodes()
         opts = where.replace(0)  # m1 is gone: a new group on the machine with room
         assert where.node_ids[0] == head and opts["num_gpus"] == 2
-        probe = cluster.actor(_Where, **opts).remote()
+        probe = ray_run.actor(_Where, **opts).remote()
         assert ray.get(probe.node.remote(), timeout=60) == head
         with pytest.raises(LaminarError, match="do not fit"):
             where.replace(1)  # the trainer's machine is full now

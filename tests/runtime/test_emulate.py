@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from laminar.runtime import nodes
-from laminar.runtime.emulate import MACHINE_LABEL, machine_resource
+from laminar.runtime.cluster import nodes
+from laminar.runtime.cluster.emulate import MACHINE_LABEL, machine_resource
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow

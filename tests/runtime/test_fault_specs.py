@@ -7,7 +7,7 @@ import pytest
 from laminar.cli import main
 from laminar.config.runtime_faults import KINDS, FaultSpec, chaos_plan, parse_fault
 from laminar.runtime.records import PromptGroup, Traj
-from laminar.runtime.resume import ResumeState, orphans_to_resume
+from laminar.runtime.run.resume import ResumeState, orphans_to_resume
 
 
 @pytest.mark.parametrize(

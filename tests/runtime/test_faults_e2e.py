@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from laminar.cli import main
-from laminar.runtime.procfs import shm_files_of
+from laminar.runtime.cluster.procfs import shm_files_of
 from tests.runtime.test_train_e2e import _leftovers, _small
 
 pytestmark = pytest.mark.slow

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from laminar.runtime.grpo import build_batch, group_advantages, grpo_loss
 from laminar.runtime.records import Traj
+from laminar.runtime.train.grpo import build_batch, group_advantages, grpo_loss
 
 
 def test_group_advantages_normalise_within_groups():
@@ -61,7 +61,7 @@ def test_kl_term_pulls_towards_the_reference():
 
 
 def test_micro_batches_cover_everything_within_budget():
-    from laminar.runtime.grpo import micro_batches
+    from laminar.runtime.train.grpo import micro_batches
 
     lengths = [5, 100, 7, 6, 50, 8, 300]
     parts = micro_batches(lengths, 120)

@@ -18,9 +18,9 @@ import psutil
 import pytest
 
 from laminar.config import load_config
-from laminar.runtime import cluster
-from laminar.runtime.driver import _engine_spec
 from laminar.runtime.faults import inject
+from laminar.runtime.run import ray_run
+from laminar.runtime.run.driver import _engine_spec
 from tests.runtime.fakes import ProcessFakeEngine
 
 ray = pytest.importorskip("ray")
@@ -55,10 +55,10 @@ def test_the_rollout_actor_kills_its_engine_on_its_machine(connected_machines):
     emu = connected_machines
     cfg = load_config(overrides=["runtime.device=cpu"])
     rt, wl = cfg.runtime, cfg.workload
-    dirs = cluster.RunDirs(f"t{uuid.uuid4().hex[:8]}", Path("/nonexistent"), Path("/nonexistent"))
+    dirs = ray_run.RunDirs(f"t{uuid.uuid4().hex[:8]}", Path("/nonexistent"), Path("/nonexistent"))
     where = NodeAffinitySchedulingStrategy(emu.nodes["m1"].node_id, soft=False)
-    options = {**cluster.rollout_options(cfg, 0, dirs), "scheduling_strategy": where}
-    handle = cluster.actor(cluster.RolloutActor, **options).remote(
+    options = {**ray_run.rollout_options(cfg, 0, dirs), "scheduling_strategy": where}
+    handle = ray_run.actor(ray_run.RolloutActor, **options).remote(
         "r0",
         _engine_spec(cfg, {"model_dir": "", "eos_id": 2}, 0),
         engine_cls=ProcessFakeEngine,

@@ -12,10 +12,10 @@ import asyncio
 import pytest
 
 from laminar.policy import repack
-from laminar.runtime import tinymodel
-from laminar.runtime.engine import EngineSpec
+from laminar.runtime.models import tinymodel
 from laminar.runtime.records import PromptGroup
-from laminar.runtime.vllm_engine import VllmEngine
+from laminar.runtime.rollout.engine import EngineSpec
+from laminar.runtime.rollout.vllm_engine import VllmEngine
 from tests.runtime import harness
 
 pytestmark = pytest.mark.slow

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from laminar.config.runtime import RepeatTask
-from laminar.runtime.pools import ExperienceBuffer, PartialResponsePool, PromptPool
+from laminar.runtime.data.pools import ExperienceBuffer, PartialResponsePool, PromptPool
 from laminar.runtime.records import Traj, traj_id
 
 
@@ -131,7 +131,7 @@ def test_partial_pool_streams_deltas_and_drops_stale_copies():
 
 
 def test_streamer_close_never_cuts_a_flush_in_half():
-    from laminar.runtime.stream import PartialStreamer
+    from laminar.runtime.rollout.stream import PartialStreamer
     from tests.runtime.fakes import LocalHandle
 
     pool, buf = PartialResponsePool(), ExperienceBuffer(1, 0.0)

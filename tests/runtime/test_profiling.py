@@ -1,4 +1,4 @@
-"""The calibration profile a run records (``laminar/runtime/profiling.py``), without engines."""
+"""The calibration profile a run records (``laminar/runtime/profiling/profile.py``), no engines."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pandas as pd
 
 from laminar.config import load_config
-from laminar.runtime.profiling import ENGINE_COLUMNS, EngineStepRecorder, write_profile
+from laminar.runtime.profiling.profile import ENGINE_COLUMNS, EngineStepRecorder, write_profile
 from laminar.runtime.records import Traj
 
 
@@ -50,8 +50,8 @@ def test_write_profile(tmp_path):
 
 def test_a_wrapped_engine_still_reports_its_steps():
     """The rollout listens to the engine that runs the steps, behind any wrapper."""
-    from laminar.runtime.rollout import _innermost
-    from laminar.runtime.rollout_node import LoadRecorder
+    from laminar.runtime.rollout.node import LoadRecorder
+    from laminar.runtime.rollout.worker import _innermost
 
     class Inner:
         step_listener = None

@@ -40,7 +40,7 @@ def test_a_run_records_the_bound_repack_ran_with(tmp_path):
     config.yaml says so (``as_ran``), and simulating it predicts that job. With one the
     configured bound stays."""
     from laminar.config import load_config, write_resolved
-    from laminar.runtime.manager import as_ran
+    from laminar.runtime.data.manager import as_ran
 
     cfg = load_config(preset="tiny-cpu")
     assert not cfg.sim.cost_file and cfg.repack.max_step_slowdown > 0

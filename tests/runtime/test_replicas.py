@@ -6,7 +6,7 @@ import pytest
 
 from laminar.config import load_config
 from laminar.errors import ConfigError, LaminarError
-from laminar.runtime.replicas import (
+from laminar.runtime.cluster.replicas import (
     assign,
     machine_order,
     machine_room,
@@ -70,7 +70,7 @@ def test_room_on_a_machine_whole_or_shared_gpus():
 
 def test_a_replacement_avoids_machines_the_run_has_lost(monkeypatch):
     """Ray counts a lost machine alive for a while: a replacement placed there would die."""
-    from laminar.runtime import replicas
+    from laminar.runtime.cluster import replicas
 
     m0, m1, m2 = (c * 56 for c in "abc")  # Ray node ids (hex)
     monkeypatch.setattr(replicas, "_alive", lambda: [m0, m1, m2])

@@ -1,5 +1,6 @@
-"""Driver sessions of a run directory (``laminar.runtime.sessions``): recorded, ended, refused
-beside a live one, and what a killed one left (its marked processes, its directories) removed."""
+"""Driver sessions of a run directory (``laminar.runtime.cluster.sessions``): recorded, ended,
+refused beside a live one, and what a killed one left (its marked processes, its directories)
+removed."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import time
 import pytest
 
 from laminar.errors import LaminarError
-from laminar.runtime import sessions
-from laminar.runtime.nodes import SCRATCH_ROOT_ENV, SHM_ROOT_ENV
+from laminar.runtime.cluster import sessions
+from laminar.runtime.cluster.nodes import SCRATCH_ROOT_ENV, SHM_ROOT_ENV
 
 
 def test_a_session_is_stale_until_it_ends_and_a_live_one_is_refused(tmp_path):

@@ -13,8 +13,8 @@ import math
 import pytest
 
 from laminar.policy import repack
-from laminar.runtime import manager as runtime_manager
-from laminar.runtime.codec import CharCodec, prompt_ids
+from laminar.runtime.data import manager as runtime_manager
+from laminar.runtime.models.codec import CharCodec, prompt_ids
 from laminar.runtime.records import PromptGroup
 from tests.runtime import harness
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from laminar.config.runtime import RepeatTask
-from laminar.runtime.codec import CharCodec, prompt_ids
-from laminar.runtime.task import RepeatTaskGen
+from laminar.runtime.models.codec import CharCodec, prompt_ids
+from laminar.runtime.tasks.repeat import RepeatTaskGen
 
 
 def test_answer_lengths_are_long_tailed():

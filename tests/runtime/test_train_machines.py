@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from laminar.config import load_config
-from laminar.runtime.driver import train
-from laminar.runtime.outputs import summarize
+from laminar.runtime.run.driver import train
+from laminar.runtime.run.outputs import summarize
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from laminar.config import load_config
-from laminar.runtime import cluster, vllm_spin
+from laminar.runtime.rollout import vllm_spin
+from laminar.runtime.run import ray_run
 
 
 class _Dirs:
@@ -18,11 +19,11 @@ class _Dirs:
 
 def test_the_bound_reaches_the_rollouts_environment_only_when_set():
     unset = load_config(preset="tiny-cpu", overrides=["runtime.engine_spin_s=null"])
-    env = cluster.rollout_options(unset, 0, _Dirs())["runtime_env"]["env_vars"]
+    env = ray_run.rollout_options(unset, 0, _Dirs())["runtime_env"]["env_vars"]
     assert vllm_spin.ENV not in env
     assert unset.runtime.engine_spin_effective_s == 1.0  # vLLM's own
     cfg = load_config(preset="tiny-cpu", overrides=["runtime.engine_spin_s=0.05"])
-    env = cluster.rollout_options(cfg, 0, _Dirs())["runtime_env"]["env_vars"]
+    env = ray_run.rollout_options(cfg, 0, _Dirs())["runtime_env"]["env_vars"]
     assert float(env[vllm_spin.ENV]) == 0.05
     assert cfg.runtime.engine_spin_effective_s == 0.05
 

@@ -360,7 +360,7 @@ def test_a_run_simulated_with_the_bound_it_ran_with_repacks(tmp_path):
     With the default bound kept instead (how runs were predicted before), a CPU-like step
     cost lets a destination take less."""
     from laminar.config import write_resolved
-    from laminar.runtime.manager import as_ran
+    from laminar.runtime.data.manager import as_ran
 
     write_resolved(as_ran(load_config(preset="tiny-cpu")), tmp_path)
     cost = f"sim.cost_file={cost_file(tmp_path / 'cost.json')}"

@@ -12,7 +12,7 @@ import laminar.sim.manager as manager_mod
 from laminar.config import load_config
 from laminar.errors import ConfigError
 from laminar.policy.repack import StepCost
-from laminar.runtime.manager import replica_state, step_cost_from_file
+from laminar.runtime.data.manager import replica_state, step_cost_from_file
 from laminar.sim import simulate
 from laminar.sim.costdata import cost_model_for
 

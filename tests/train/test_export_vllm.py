@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from laminar.config import load_config
-from laminar.runtime.localmodel import make_model_dir
+from laminar.runtime.models.localmodel import make_model_dir
 from laminar.runtime.weights import ShmWeightStore, list_versions
 from tests.train.dist import run_ranks
 
@@ -52,7 +52,7 @@ async def _greedy(engine, prompts, max_tokens=24):
 
 
 async def _engine_outputs(spec, other_dir, exported_dir, prompts):
-    from laminar.runtime.vllm_engine import VllmEngine
+    from laminar.runtime.rollout.vllm_engine import VllmEngine
 
     engine = VllmEngine(spec)
     await engine.start()
@@ -95,8 +95,8 @@ def test_tied_qwen2_export_is_the_hf_checkpoint_and_vllm_agrees(tmp_path, monkey
         "HF_HUB_OFFLINE": "1",
     }.items():
         monkeypatch.setenv(key, value)
-    from laminar.runtime.codec import HfCodec, prompt_ids
-    from laminar.runtime.engine import EngineSpec
+    from laminar.runtime.models.codec import HfCodec, prompt_ids
+    from laminar.runtime.rollout.engine import EngineSpec
 
     codec = HfCodec(str(ckpt))
     prompts = [prompt_ids(codec, f"What is {a} plus {b}?") for a, b in ((1, 2), (13, 7), (20, 9))]

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from laminar.cli import main
 from laminar.config.runtime import JsonlTask
-from laminar.runtime.jsonl_task import JsonlTaskGen, TaskFileError, load_rows
-from laminar.runtime.pretrained import ModelDirError, check_model_dir
+from laminar.runtime.models.pretrained import ModelDirError, check_model_dir
+from laminar.runtime.tasks.jsonl import JsonlTaskGen, TaskFileError, load_rows
+from laminar.runtime.tasks.verifier import final_answer, is_correct
 from laminar.runtime.train.ranks import rank_plan
-from laminar.runtime.verifier import final_answer, is_correct
 
 
 @pytest.mark.parametrize(
@@ -84,13 +84,13 @@ def test_missing_or_empty_task_file(tmp_path):
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    from laminar.runtime.localmodel import make_model_dir
+    from laminar.runtime.models.localmodel import make_model_dir
 
     return make_model_dir(tmp_path_factory.mktemp("m") / "qwen", seed=0)
 
 
 def test_local_qwen2_dir_chat_template_and_stop_tokens(model_dir):
-    from laminar.runtime.codec import HfCodec, prompt_ids
+    from laminar.runtime.models.codec import HfCodec, prompt_ids
 
     config = check_model_dir(model_dir)
     assert config["model_type"] == "qwen2" and config["tie_word_embeddings"]

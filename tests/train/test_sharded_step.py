@@ -79,7 +79,7 @@ def test_two_ranks_take_the_same_step_as_one(tmp_path, kl_coef):
     cfg = _cfg(tmp_path, kl_coef)
     (m1, w1, ref1), = run_ranks(1, _step, cfg, str(tmp_path / "a"), str(tmp_path / "one.st"))
     parts = run_ranks(2, _step, cfg, str(tmp_path / "b"), str(tmp_path / "two.st"))
-    from laminar.runtime.trainer import combine_metrics
+    from laminar.runtime.train.trainer import combine_metrics
 
     m2 = combine_metrics([p[0] for p in parts], kl_coef)
     m1 = combine_metrics([m1], kl_coef)

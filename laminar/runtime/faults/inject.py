@@ -14,11 +14,9 @@ Each function kills something the way it dies in production and returns what was
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Any
 
 from laminar.config.runtime_faults import FaultSpec
-from laminar.runtime.procfs import shm_files_of
 
 ENGINE_KILL_TIMEOUT_S = 10.0  # a rollout actor that does not answer by then: the fallback
 
@@ -88,7 +86,7 @@ def kill_engine(a: Any, target: str | None) -> dict:
 
 def kill_from_driver(footprint: dict) -> list[int]:
     """The fallback of :func:`kill_engine`: the footprint's processes, killed from here."""
-    from laminar.runtime.nodes import kill_here
+    from laminar.runtime.cluster.nodes import kill_here
 
     return kill_here(footprint)
 
@@ -96,41 +94,13 @@ def kill_from_driver(footprint: dict) -> list[int]:
 def reap(a: Any, rid: str, *, wait: bool = True) -> Any:
     """Kill what a dead rollout's engine left on its machine (its processes, by pid and start
     time, so never a recycled pid) and unlink the shared-memory files they mapped: a task on
-    that machine does it (``laminar.runtime.nodes.reap_on_node``). ``wait=False``: the
+    that machine does it (``laminar.runtime.cluster.nodes.reap_on_node``). ``wait=False``: the
     task's ref, not waited for (None: nothing sent)."""
-    from laminar.runtime.nodes import reap_on_node
+    from laminar.runtime.cluster.nodes import reap_on_node
 
     with contextlib.suppress(Exception):  # cleanup must not fail the run's teardown
         return reap_on_node(a.procs.get(rid, {}), wait=wait)
     return None
-
-
-def sweep_run_processes(run_id: str) -> list[int]:
-    """Kill what is left of a run on this host after Ray stopped: processes whose environment
-    names the run's directories (``laminar-<run id>``: Ray gave them to every actor, whose
-    engines inherit them), e.g. the engine of a replacement killed while it was starting."""
-    import psutil
-
-    mark = f"laminar-{run_id}".encode()
-    me = os.getpid()
-    mine = {me, *(p.pid for p in psutil.Process(me).parents())}
-    killed, shm = [], set()
-    for proc in psutil.process_iter(["pid", "uids"]):
-        if proc.pid in mine or proc.info["uids"] is None or proc.info["uids"].real != os.getuid():
-            continue
-        try:
-            env = open(f"/proc/{proc.pid}/environ", "rb").read()  # noqa: SIM115 - one read
-        except OSError:
-            continue
-        if mark in env:
-            shm |= shm_files_of(proc.pid)
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
-                killed.append(proc.pid)
-    for path in shm:  # e.g. a SIGKILLed vLLM engine's message queues, hundreds of MB each
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-    return killed
 
 
 def kill_trainer(a: Any, target: str | None) -> dict:
@@ -144,7 +114,7 @@ def kill_relay(a: Any, target: str | None) -> dict:
     relays = getattr(a, "relays", None)
     if relays is None:
         raise FaultNotApplicable("kill-relay needs the relay tier (relay.enabled=true)")
-    from laminar.runtime.cluster import node_of
+    from laminar.runtime.cluster.nodes import node_of
 
     faults = a.info.get("faults", [])
     lost = frozenset(f.get("node_id") for f in faults if f["kind"] == "kill-machine")

@@ -1,6 +1,6 @@
 """Machine failures (``kill-machine``) on an emulated cluster: several Ray nodes on one host.
 
-``laminar.runtime.emulate.EmulatedCluster`` starts the nodes; a process that holds one
+``laminar.runtime.cluster.emulate.EmulatedCluster`` starts the nodes; a process that holds one
 registers it here (:func:`register`), and a run joining that cluster (``runtime.address``)
 finds it and can remove a node without a graceful shutdown, which is what a machine failure
 looks like to Ray. The rollouts on that node are then seen dead by the rollout manager (their
@@ -41,13 +41,13 @@ class MachineFaults:
         """Kill machine ``target`` (a name such as ``m1``), by default the last one but Ray's
         head (it holds Ray's own state) with a healthy rollout; the trainer, a relay, anything
         else on it dies with it. Returns the record."""
-        from laminar.runtime import cluster as rc
+        from laminar.runtime.cluster.nodes import node_of
 
         head = self.cluster.nodes.get("m0")
         # Ray's head holds Ray's own state; the data tier (pools, manager) is the run's ledger,
         # which the paper keeps on reliable machines: neither is a machine to lose here.
         spared = {head.node_id if head is not None else None}
-        spared |= {rc.node_of(h) for h in (a.prompts, a.partial, a.buffer, a.manager)}
+        spared |= {node_of(h) for h in (a.prompts, a.partial, a.buffer, a.manager)}
         hit = hit_by_open_faults(a)
         where = {rid: _node_of(h) for rid, h in a.live().items() if rid not in hit}
         names = {m.node_id: name for name, m in self.cluster.nodes.items()}
@@ -79,9 +79,9 @@ def _node_of(handle: Any) -> str | None:
     """The actor's machine, None when it is dead (killed, or on a machine being lost)."""
     import ray
 
-    from laminar.runtime import cluster as rc
+    from laminar.runtime.cluster.nodes import node_of
 
     try:
-        return rc.node_of(handle)
+        return node_of(handle)
     except ray.exceptions.RayError:
         return None

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from laminar.config.policy import RelayConfig
-from laminar.runtime.nodes import NodePath, local_path
+from laminar.runtime.cluster.nodes import NodePath, local_path
 from laminar.runtime.relay.node import RelayInfo
 from laminar.runtime.relay.publisher import RelayError, RelayPublisher, RelaySource
 

@@ -1,1 +1,1 @@
-"""The sharded trainer: rank actors (``ranks``), FSDP2 (``fsdp``), checkpoints, weight export."""
+"""The trainer: its actor, GRPO, warm-up, and the sharded ranks (FSDP2, checkpoints, export)."""

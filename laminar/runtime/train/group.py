@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from laminar.config import LaminarConfig
-from laminar.runtime.placement import place
 from laminar.runtime.train.ranks import TrainerRank
 
 
@@ -60,7 +59,7 @@ class RankGroup:
             actor = ray.remote(TrainerRank).options(**opts)
             self.ranks.append(actor.remote(data, work_dir, r, self.world))
         init = ray.get(self.ranks[0].rendezvous.remote())
-        where = place(rt)
+        where = rt.placement()
         self.all(
             "join",
             init,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from laminar.config import LaminarConfig
-from laminar.runtime.nodes import local_path
+from laminar.runtime.cluster.nodes import local_path
 
 
 def rank_plan(lengths: list[int], ranks: int, max_tokens: int) -> list[list[list[int]]]:
@@ -88,8 +88,8 @@ class TrainerRank:
         directory engines start from. Returns what the driver needs (from rank 0)."""
         import torch
 
-        from laminar.runtime import tinymodel
-        from laminar.runtime.codec import make_codec
+        from laminar.runtime.models import tinymodel
+        from laminar.runtime.models.codec import make_codec
         from laminar.runtime.train.export import export_entries
 
         rt = self.cfg.runtime
@@ -105,7 +105,7 @@ class TrainerRank:
             if self.rank == 0:
                 tinymodel.save_model_dir(self.model, tinymodel.build_tokenizer(), base)
         else:
-            from laminar.runtime.pretrained import check_model_dir, load_model, saved_dtype
+            from laminar.runtime.models.pretrained import check_model_dir, load_model, saved_dtype
 
             base = Path(rt.model.path).expanduser()
             self.export_dtype = saved_dtype(check_model_dir(base))
@@ -128,7 +128,7 @@ class TrainerRank:
         import torch.distributed as dist
 
         from laminar.runtime.train.fsdp import shard
-        from laminar.runtime.warmup import warm_model
+        from laminar.runtime.train.warmup import warm_model
 
         info: dict = {}
         if self.rank == 0:
@@ -171,7 +171,7 @@ class TrainerRank:
     def _micro_step(self, trajs: list, advantages: list[float], denom: int) -> dict:
         import torch
 
-        from laminar.runtime.grpo import build_batch, grpo_loss, token_logprobs
+        from laminar.runtime.train.grpo import build_batch, grpo_loss, token_logprobs
 
         g = self.cfg.runtime.grpo
         if not trajs:  # keep step with the other ranks' collectives, change nothing

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from laminar.runtime import speedprobe
+from laminar.runtime.profiling import speedprobe
 
 PROFILE_DIR = "profile"
 MAX_STEP_ROWS = 20_000  # per replica and job; past it the sampling stride doubles
@@ -142,10 +142,8 @@ def _trainer_table(result: dict) -> pd.DataFrame:
 
 
 def _machine(cfg, result: dict) -> dict:
-    from laminar.runtime.placement import place
-
     rt = cfg.runtime
-    where = place(rt)
+    where = rt.placement()
     info = result.get("info", {})
     stats = result.get("rollout_stats", [])
     caps = [s.get("kv_capacity_tokens") for s in stats if s.get("kv_capacity_tokens")]

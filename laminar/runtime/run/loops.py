@@ -10,7 +10,7 @@
 Both loops run each trainer step through the supervisor (``laminar.runtime.faults``), which
 injects scheduled faults, sees deaths (rollout, engine, trainer, relay, machine) and recovers
 (§3.3); a checkpoint of trainer and pools goes into the run directory every
-``runtime.checkpoint_every`` steps (``laminar.runtime.resume``).
+``runtime.checkpoint_every`` steps (``laminar.runtime.run.resume``).
 """
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ def collect(a: Any) -> dict:
     """Everything the run directory needs, read from the actors after the loop stopped."""
     import ray
 
-    from laminar.runtime import cluster
+    from laminar.runtime.run import ray_run
 
     live = a.live()
     out = {
@@ -208,7 +208,7 @@ def collect(a: Any) -> dict:
         "dead_rollouts": sorted(a.dead),
     }
     handles = {"trainer": a.trainer, **live}
-    out["peak_rss_bytes"] = {name: cluster.peak_rss_bytes(h) for name, h in handles.items()}
+    out["peak_rss_bytes"] = {name: ray_run.peak_rss_bytes(h) for name, h in handles.items()}
     return out
 
 

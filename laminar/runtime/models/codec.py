@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from laminar.runtime import tinymodel
+from laminar.runtime.models import tinymodel
 
 
 class CharCodec:
-    """The tiny model's char vocabulary (``laminar.runtime.tinymodel.vocab``)."""
+    """The tiny model's char vocabulary (``laminar.runtime.models.tinymodel.vocab``)."""
 
     def __init__(self) -> None:
         self._ids = tinymodel.vocab()
@@ -46,7 +46,7 @@ class HfCodec:
     def __init__(self, model_dir: str):
         from transformers import AutoTokenizer
 
-        from laminar.runtime.pretrained import stop_token_ids
+        from laminar.runtime.models.pretrained import stop_token_ids
 
         self._tok: Any = AutoTokenizer.from_pretrained(model_dir)
         self.bos_id = self._tok.bos_token_id

@@ -1,5 +1,5 @@
 """One ``laminar train`` run: launch the actors (Ray local or ``runtime.address``), run the
-loop of the chosen mode (``laminar.runtime.loops``), evaluate, collect, and tear everything down
+loop of the chosen mode (``laminar.runtime.run.loops``), evaluate, collect, and tear everything down
 whatever happens (engines stopped, a dead rollout's leftovers reaped, Ray shut down).
 """
 
@@ -12,21 +12,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from laminar.config import LaminarConfig
-from laminar.runtime import cluster, loops, nodes, replicas, sessions
-from laminar.runtime.engine import EngineSpec
+from laminar.runtime.cluster import nodes, replicas, sessions
+from laminar.runtime.data.manager import RolloutManager, step_cost_from_file
+from laminar.runtime.data.pools import ExperienceBuffer, PartialResponsePool, PromptPool
 from laminar.runtime.faults.machines import machines_for
 from laminar.runtime.faults.relays import relay_handles
 from laminar.runtime.faults.supervisor import Supervisor
-from laminar.runtime.inputs import check_inputs
-from laminar.runtime.manager import RolloutManager, step_cost_from_file
-from laminar.runtime.placement import place
-from laminar.runtime.pools import ExperienceBuffer, PartialResponsePool, PromptPool
+from laminar.runtime.profiling.speedprobe import SpeedProbe
 from laminar.runtime.relay.tier import weight_path_for
-from laminar.runtime.resume import ResumeState, RunLog, orphans_to_resume
-from laminar.runtime.rollout_node import NodeSetup
-from laminar.runtime.speedprobe import SpeedProbe
+from laminar.runtime.rollout.engine import EngineSpec
+from laminar.runtime.rollout.node import NodeSetup
+from laminar.runtime.run import loops, ray_run
+from laminar.runtime.run.inputs import check_inputs
+from laminar.runtime.run.resume import ResumeState, RunLog, orphans_to_resume
 from laminar.runtime.train.group import in_bundle, placement_group_for
-from laminar.runtime.trainer import Trainer
+from laminar.runtime.train.trainer import Trainer
 
 StepCallback = Callable[[dict], None]
 
@@ -55,7 +55,7 @@ class Actors:
     machines: Any = None
     """The emulated machines (Ray nodes) when the run has several."""
     placement: Any = None
-    """Where the rollouts run (``laminar.runtime.replicas.ReplicaPlacement``)."""
+    """Where the rollouts run (``laminar.runtime.cluster.replicas.ReplicaPlacement``)."""
 
     def live(self) -> dict[str, Any]:
         """Rollouts not known to be dead."""
@@ -69,13 +69,13 @@ class Actors:
         ray.get(handle.attach.remote(self.weights, self.pools, self.info["t0_s"], cpus))
         self.rollouts[rid] = handle
         self.procs[rid] = footprint
-        self.info.setdefault("rollout_node", {})[rid] = cluster.node_of(handle)
+        self.info.setdefault("rollout_node", {})[rid] = nodes.node_of(handle)
         self.info.setdefault("engine_shm_files", []).extend(footprint.get("shm", []))
 
 
 def launch(
     cfg: LaminarConfig,
-    dirs: cluster.RunDirs,
+    dirs: ray_run.RunDirs,
     t0_s: float,
     stack: ExitStack,
     rollouts: dict[str, Any] | None = None,
@@ -92,30 +92,30 @@ def launch(
 
     rt, wl = cfg.runtime, cfg.workload
     step_cost = step_cost_from_file(cfg.sim.cost_file)  # §8.4 step bound; read before any start
-    job_dir = dirs.node_path(job)  # on each machine its own (laminar.runtime.nodes)
-    here = cluster.control_plane_options()  # the data tier stays on the driver's machine
-    buffer = cluster.actor(ExperienceBuffer, **here).remote(wl.samples_per_prompt, t0_s)
-    partial = cluster.actor(PartialResponsePool, **here).remote()
+    job_dir = dirs.node_path(job)  # on each machine its own (laminar.runtime.cluster.nodes)
+    here = ray_run.control_plane_options()  # the data tier stays on the driver's machine
+    buffer = ray_run.actor(ExperienceBuffer, **here).remote(wl.samples_per_prompt, t0_s)
+    partial = ray_run.actor(PartialResponsePool, **here).remote()
 
     # the trainer ranks' devices (one bundle each), kept for a restarted trainer
     pg = placement_group_for(cfg)
     stack.callback(_remove_placement_group, pg)
 
     def new_trainer() -> Any:
-        return cluster.actor(Trainer, **in_bundle(pg, 0)).remote(
+        return ray_run.actor(Trainer, **in_bundle(pg, 0)).remote(
             cfg.model_dump(mode="json"), job_dir, buffer, pg
         )
 
     trainer = new_trainer()
     info = ray.get(trainer.setup.remote())
-    home = cluster.node_of(trainer)
+    home = nodes.node_of(trainer)
     # The weight path (§4): relay workers when relay.enabled, else one /dev/shm store on the
     # trainer's machine (the rollouts are then placed there too).
     store_dir = "" if cfg.relay.enabled else nodes.resolve_on(home, job_dir / "weights")
     store, close_weights = weight_path_for(cfg, job_dir, info["config_json"], store_dir=store_dir)
     stack.callback(close_weights)
     info["t0_s"] = t0_s
-    prompts = cluster.actor(PromptPool, **here).remote(
+    prompts = ray_run.actor(PromptPool, **here).remote(
         rt.task,
         seed=cfg.seed,
         max_answer_len=wl.max_response_len - 1,
@@ -134,7 +134,7 @@ def launch(
         rollouts = {f"r{i}": _rollout(cfg, dirs, info, i, where) for i in range(rt.rollouts)}
         stack.callback(shutdown_engines, rollouts)  # a dead one is skipped after its timeout
         started = [r.start.remote() for r in rollouts.values()]
-    placement = place(rt)
+    placement = rt.placement()
     ray.get(
         [
             r.attach.remote(store, pools, t0_s, placement.rollout_cpus[i])
@@ -147,7 +147,7 @@ def launch(
     info["engine_shm_files"] = sorted({path for f in footprints for path in f["shm"]})
     if not cfg.relay.enabled:
         _check_one_machine(home, rollouts)
-    manager = cluster.actor(RolloutManager, **here).remote(
+    manager = ray_run.actor(RolloutManager, **here).remote(
         rollouts,
         partial,
         interval_s=cfg.repack.interval_s,
@@ -163,7 +163,7 @@ def launch(
     a.procs = dict(zip(rollouts, footprints, strict=False))
     a.weights, a.new_trainer, a.pools = store, new_trainer, pools
     a.rollout_cpus = list(placement.rollout_cpus)
-    a.info["rollout_node"] = {rid: cluster.node_of(h) for rid, h in rollouts.items()}
+    a.info["rollout_node"] = {rid: nodes.node_of(h) for rid, h in rollouts.items()}
     a.relays = relay_handles(store)
     a.machines = machines_for(rt.address)
     a.placement = where
@@ -189,7 +189,7 @@ def end_job(a: Actors) -> None:
 
 def _rollout(
     cfg: LaminarConfig,
-    dirs: cluster.RunDirs,
+    dirs: ray_run.RunDirs,
     info: dict,
     index: int,
     where: replicas.ReplicaPlacement,
@@ -198,7 +198,7 @@ def _rollout(
     """Rollout actor in slot ``index`` (its cores, its place ``where``); a replacement has an
     id of its own."""
     rt, wl = cfg.runtime, cfg.workload
-    options = cluster.rollout_options(cfg, index, dirs, where.options[index])
+    options = ray_run.rollout_options(cfg, index, dirs, where.options[index])
     spec = _engine_spec(cfg, info, index, where.tensor_parallel_size)
     node = NodeSetup(
         run_id=dirs.run_id,
@@ -207,10 +207,10 @@ def _rollout(
         config_json=info["config_json"],
         seed=cfg.seed,
     )
-    return cluster.actor(cluster.RolloutActor, **options).remote(
+    return ray_run.actor(ray_run.RolloutActor, **options).remote(
         replica_id or f"r{index}",
         spec,
-        cpus=place(rt).rollout_cpus[index],
+        cpus=rt.placement().rollout_cpus[index],
         nice=rt.rollout_nice if rt.device == "cpu" else 0,
         node=node,
         task=rt.task,
@@ -254,7 +254,7 @@ def _check_one_machine(home: str, rollouts: dict[str, Any]) -> None:
     """The default weight store is one machine's /dev/shm; other nodes need the relay tier."""
     from laminar.errors import LaminarError
 
-    away = [rid for rid, h in rollouts.items() if cluster.node_of(h) != home]
+    away = [rid for rid, h in rollouts.items() if nodes.node_of(h) != home]
     if away:
         raise LaminarError(
             f"rollouts {', '.join(away)} run on another Ray node than the trainer; the default "
@@ -271,11 +271,11 @@ def train(
     log: RunLog | None = None,
     resume: ResumeState | None = None,
 ) -> dict:
-    """Run ``cfg`` end to end; return the raw results (``laminar.runtime.outputs`` writes them).
+    """Run ``cfg`` end to end; return the raw results (``laminar.runtime.run.outputs`` writes them).
 
     ``model_out``: a directory to save the final policy into (Hugging Face format). ``log``: the
     live run directory (steps, faults and checkpoints as they happen); ``resume``: go on from
-    its newest checkpoint (``laminar.runtime.resume``).
+    its newest checkpoint (``laminar.runtime.run.resume``).
     """
     import ray
 
@@ -287,7 +287,7 @@ def train(
     stale = sessions.stale(log.out) if log is not None else []
     reaped = sessions.reap_local(stale)
     run_dir = log.out if log is not None else None
-    with cluster.ray_session(cfg, verbose=verbose, run_dir=run_dir) as dirs, ExitStack() as stack:
+    with ray_run.ray_session(cfg, verbose=verbose, run_dir=run_dir) as dirs, ExitStack() as stack:
         if run_dir is not None:
             sessions.reap_nodes(run_dir, stale, reaped)
         probe = SpeedProbe(cfg.runtime.speed_probe_s, dirs.tmp).start()
@@ -332,7 +332,7 @@ def train(
 
 
 def _supervisor(
-    a: Actors, cfg: LaminarConfig, dirs: cluster.RunDirs, log: RunLog | None, prior: dict
+    a: Actors, cfg: LaminarConfig, dirs: ray_run.RunDirs, log: RunLog | None, prior: dict
 ) -> Supervisor:
     def spawn(index: int, replica_id: str, lost: frozenset[str] = frozenset()) -> Any:
         # the placement decides: the slot's machine while Ray has it alive and the run has not

@@ -13,7 +13,7 @@ of one core; it still shares the machine's caches and memory with the run).
 (``laminar/calibrate/speed.py``).
 
 Rows go to ``profile/speed_probe.csv`` (``at_s`` on the run's clock). Run as a module, it is
-the child: ``python -m laminar.runtime.speedprobe OUT.csv INTERVAL_S``.
+the child: ``python -m laminar.runtime.profiling.speedprobe OUT.csv INTERVAL_S``.
 """
 
 from __future__ import annotations
@@ -87,7 +87,8 @@ class SpeedProbe:
         fd, name = tempfile.mkstemp(prefix="speed-probe-", suffix=".csv", dir=self.scratch)
         os.close(fd)
         self.path = Path(name)
-        cmd = [sys.executable, "-m", "laminar.runtime.speedprobe", name, str(self.interval_s)]
+        module = "laminar.runtime.profiling.speedprobe"
+        cmd = [sys.executable, "-m", module, name, str(self.interval_s)]
         # quiet: a probe that cannot run leaves an empty file, which calibration reads as
         # "not recorded" (the run itself does not depend on it)
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -16,8 +16,8 @@ import numpy as np
 
 from laminar.config.runtime import JsonlTask
 from laminar.errors import LaminarError
-from laminar.runtime.task import Prompt
-from laminar.runtime.verifier import is_correct
+from laminar.runtime.tasks.base import Prompt
+from laminar.runtime.tasks.verifier import is_correct
 
 
 class TaskFileError(LaminarError):

@@ -29,7 +29,7 @@ import pandas as pd
 
 from laminar.config import LaminarConfig, write_resolved
 from laminar.errors import LaminarError
-from laminar.runtime.manager import as_ran
+from laminar.runtime.data.manager import as_ran
 
 KEEP_CHECKPOINTS = 2
 

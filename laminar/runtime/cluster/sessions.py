@@ -2,7 +2,7 @@
 
 Each ``laminar train`` driver that writes a run directory (the first run, then every
 ``--resume``) is a session with a Ray run id of its own, which names its scratch directories on
-every machine (``laminar.runtime.nodes``) and marks every process it started. A session that
+every machine (``laminar.runtime.cluster.nodes``) and marks every process it started. A session that
 ends in any way Python sees (the end, an error, SIGTERM, Ctrl-C) removes them itself and is
 recorded as ended in ``sessions.json``. One that is SIGKILLed, or whose machine is lost, does
 not: its shared memory (base model, weight versions), temp files and any orphaned engine stay.
@@ -94,8 +94,8 @@ def check_not_running(run_dir: str | Path) -> None:
 def reap_here(run_id: str) -> dict:
     """Kill what is left on this machine of session ``run_id`` (processes whose environment
     carries its mark) and remove its directories; returns both."""
-    from laminar.runtime.faults.inject import sweep_run_processes
-    from laminar.runtime.nodes import remove_run_here
+    from laminar.runtime.cluster.nodes import remove_run_here
+    from laminar.runtime.cluster.procfs import sweep_run_processes
 
     return {"killed": sweep_run_processes(run_id), "removed": remove_run_here(run_id)}
 
@@ -116,7 +116,7 @@ def reap_nodes(
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from laminar.runtime.nodes import alive_nodes
+    from laminar.runtime.cluster.nodes import alive_nodes
 
     task = ray.remote(reap_here)
     for row, found in zip(rows, tallies, strict=True):

@@ -18,7 +18,7 @@ from typing import Any
 
 from laminar.config import LaminarConfig
 from laminar.policy.staleness import staleness
-from laminar.runtime.nodes import local_path
+from laminar.runtime.cluster.nodes import local_path
 from laminar.runtime.weights import WeightPublisher
 
 # token-weighted parts add up over ranks; so does the ranks' CPU time (``train_cpu_s``: wall
@@ -153,7 +153,7 @@ class Trainer:
         """One optimizer step: length-grouped micro-batches dealt over the ranks."""
         import ray
 
-        from laminar.runtime.grpo import group_advantages
+        from laminar.runtime.train.grpo import group_advantages
         from laminar.runtime.train.ranks import rank_plan
 
         adv = group_advantages([[t.reward for t in grp] for grp in groups])

@@ -1,6 +1,6 @@
 """The data tier (paper §3.1): prompt pool, partial-response pool, experience buffer.
 
-Plain classes; ``laminar.runtime.cluster`` runs each as one Ray actor. Together they are the
+Plain classes; ``laminar.runtime.run.ray_run`` runs each as one Ray actor. Together they are the
 ledger of a run: a trajectory is issued by the prompt pool, lives in the partial-response pool
 while it is generated (its tokens streamed there, the basis of recovery, §7), and lands in the
 experience buffer when it finishes, where the trainer consumes it exactly once.
@@ -15,9 +15,9 @@ from collections import deque
 from dataclasses import replace
 from typing import Any
 
-from laminar.runtime.codec import CharCodec, HfCodec, make_codec, prompt_ids
+from laminar.runtime.models.codec import CharCodec, HfCodec, make_codec, prompt_ids
 from laminar.runtime.records import PromptGroup, Traj
-from laminar.runtime.task import make_task
+from laminar.runtime.tasks.make import make_task
 
 
 class PromptPool:

@@ -4,7 +4,8 @@ from, and where it loaded weights from — all derived on the replica's own mach
 The driver hands a replica a :class:`NodeSetup` (run id, job, how to get the base model), never a
 path of its own machine: :meth:`NodeSetup.enter` runs inside the rollout actor, before vLLM is
 imported, points the process's scratch variables at this machine's run directory
-(:func:`laminar.runtime.nodes.enter_run`) and materialises the base model there. A tiny model is
+(:func:`laminar.runtime.cluster.nodes.enter_run`) and materialises the base model there. A tiny
+model is
 rebuilt from the trainer's ``config.json`` (same seed, same init; the engine loads version 0
 before it generates anyway); a pretrained model is the user's directory, which must exist at the
 same path on every machine (a shared filesystem or a copy per machine).
@@ -22,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from laminar.errors import LaminarError
-from laminar.runtime import nodes
-from laminar.runtime.engine import Delta, Engine, EngineStats
+from laminar.runtime.cluster import nodes
+from laminar.runtime.rollout.engine import Delta, Engine, EngineStats
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class NodeSetup:
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM
 
-        from laminar.runtime import tinymodel
+        from laminar.runtime.models import tinymodel
 
         (out / "config.json").write_text(self.config_json)
         config = AutoConfig.from_pretrained(out)

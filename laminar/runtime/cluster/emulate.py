@@ -8,7 +8,7 @@ Each machine is a Ray node started with ``ray.cluster_utils.Cluster`` and has, l
 - a node label ``laminar.machine=<name>`` (next to Ray's own ``ray.io/node-id``);
 - its own filesystem roots: ``<root>/<name>/shm`` and ``<root>/<name>/tmp`` as
   ``LAMINAR_SHM_ROOT`` / ``LAMINAR_SCRATCH_ROOT`` / ``TMPDIR`` in its raylet's environment,
-  inherited by every worker process it starts. :mod:`laminar.runtime.nodes` derives a run's
+  inherited by every worker process it starts. :mod:`laminar.runtime.cluster.nodes` derives a run's
   node-local directories from them, so two "machines" never share a path by accident, and a
   path derived on the driver (or on another machine) is visibly wrong.
 
@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from laminar.runtime.nodes import SCRATCH_ROOT_ENV, SHM_ROOT_ENV
-from laminar.runtime.procfs import shm_files_of
+from laminar.runtime.cluster.nodes import SCRATCH_ROOT_ENV, SHM_ROOT_ENV
+from laminar.runtime.cluster.procfs import shm_files_of
 
 MACHINE_LABEL = "laminar.machine"
 _QUIET_ENV = {

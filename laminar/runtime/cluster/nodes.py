@@ -9,7 +9,8 @@ sockets and caches, ``TMPDIR``). The roots are the machine's own:
 - ``LAMINAR_SCRATCH_ROOT`` if set, else the machine's temp dir.
 
 On a real cluster nobody sets them (or ``ray start`` is run with them to move scratch to a
-local disk); on emulated machines (:mod:`laminar.runtime.emulate`) each Ray node's raylet gets
+local disk); on emulated machines (:mod:`laminar.runtime.cluster.emulate`) each Ray node's raylet
+gets
 its own pair, which every worker it starts inherits, so "machines" on one host do not share
 files by accident. The driver therefore hands actors a :class:`NodePath` (run id + which root +
 a relative part), and the actor resolves it where it runs. :func:`enter_run` points this
@@ -223,3 +224,16 @@ def _make_here(path: NodePath) -> str:
     p = path.resolve()
     p.mkdir(parents=True, exist_ok=True)
     return str(p)
+
+
+def node_of(handle: Any) -> str:
+    """The Ray node an actor runs on."""
+    import ray
+
+    return ray.get(handle.__ray_call__.remote(lambda self: _node_id()))
+
+
+def _node_id() -> str:
+    import ray
+
+    return ray.get_runtime_context().get_node_id()

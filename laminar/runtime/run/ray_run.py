@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from laminar.config import LaminarConfig
-from laminar.runtime import nodes, vllm_spin
-from laminar.runtime.placement import cpu_text, place
-from laminar.runtime.rollout import RolloutWorker
-from laminar.runtime.rollout_node import LoadRecorder, NodeSetup
+from laminar.policy.placement import cpu_text
+from laminar.runtime.cluster import nodes
+from laminar.runtime.rollout import vllm_spin
+from laminar.runtime.rollout.node import LoadRecorder, NodeSetup
+from laminar.runtime.rollout.worker import RolloutWorker
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ class RunDirs:
 
     def job_env(self) -> dict[str, str]:
         """Variables every actor of the run gets, on any machine: no paths (those are derived
-        on each machine, ``laminar.runtime.nodes``)."""
+        on each machine, ``laminar.runtime.cluster.nodes``)."""
         return {**OFFLINE_ENV, "VLLM_CONFIGURE_LOGGING": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
 
     def node_path(self, rel: str = "", root: nodes.Root = "shm") -> nodes.NodePath:
@@ -89,11 +90,11 @@ def ray_session(
     """Start (or join) Ray for one run; on exit shut it down and remove the run's files.
 
     ``run_dir``: the run directory this session writes; the session is recorded there while it
-    runs and marked ended once its files are gone (``laminar.runtime.sessions``), so a later
+    runs and marked ended once its files are gone (``laminar.runtime.cluster.sessions``), so a later
     ``--resume`` knows what a killed one left."""
     import ray
 
-    from laminar.runtime import sessions
+    from laminar.runtime.cluster import sessions
 
     dirs = make_dirs()
     if run_dir is not None:
@@ -124,7 +125,7 @@ def ray_session(
             ray.shutdown()
         # Whatever on this host still carries the run's mark is ours (e.g. the engine of a
         # replacement rollout killed while starting): Ray does not know about it.
-        from laminar.runtime.faults.inject import sweep_run_processes
+        from laminar.runtime.cluster.procfs import sweep_run_processes
 
         sweep_run_processes(dirs.run_id)
         shutil.rmtree(dirs.shm, ignore_errors=True)
@@ -156,7 +157,7 @@ class RolloutActor(RolloutWorker):
 
     ``cpus``: cores for this process and the engine processes it starts (they inherit it).
     ``node``: set up scratch and the base model on this actor's own machine
-    (:mod:`laminar.runtime.rollout_node`); the engine then starts from that directory.
+    (:mod:`laminar.runtime.rollout.node`); the engine then starts from that directory.
     ``engine_cls``: the engine class (default ``VllmEngine``; tests pass a fake).
     """
 
@@ -180,7 +181,7 @@ class RolloutActor(RolloutWorker):
             spec = dataclasses.replace(spec, model_dir=str(model_dir))
             kwargs["model_dir"] = str(model_dir)
         if engine_cls is None:
-            from laminar.runtime.vllm_engine import VllmEngine
+            from laminar.runtime.rollout.vllm_engine import VllmEngine
 
             engine_cls = VllmEngine
         self.spec = spec
@@ -234,17 +235,18 @@ def rollout_options(
     cfg: LaminarConfig, index: int, dirs: RunDirs, where: dict | None = None
 ) -> dict:
     """Ray options of rollout ``index``: its cores (CPU), its environment, and ``where`` it runs
-    (devices and scheduling strategy from ``laminar.runtime.replicas``)."""
+    (devices and scheduling strategy from ``laminar.runtime.cluster.replicas``)."""
     rt = cfg.runtime
     env = dirs.job_env()
-    if rt.engine_spin_s is not None:  # inherited by vLLM's processes (laminar.runtime.vllm_spin)
+    # inherited by vLLM's processes (laminar.runtime.rollout.vllm_spin)
+    if rt.engine_spin_s is not None:
         env[vllm_spin.ENV] = repr(float(rt.engine_spin_s))
         if index == 0 and not vllm_spin.registered():
             log.warning("runtime.engine_spin_s has no effect: laminar's vLLM plugin is not "
                         "registered (install the package: pip install -e .)")  # fmt: skip
     if rt.device == "cpu":
         env["VLLM_CPU_KVCACHE_SPACE"] = str(rt.kv_cache_gib)
-        cpus = place(rt).rollout_cpus[index]
+        cpus = rt.placement().rollout_cpus[index]
         if rt.rollout_threads:  # threads float over the replica's cores
             env["VLLM_CPU_OMP_THREADS_BIND"] = "nobind"
             env["OMP_NUM_THREADS"] = str(rt.rollout_threads)
@@ -280,19 +282,6 @@ def actor(cls: type, **options: Any) -> Any:
 
     options.setdefault("num_cpus", 0)
     return ray.remote(cls).options(**options)
-
-
-def node_of(handle: Any) -> str:
-    """The Ray node an actor runs on."""
-    import ray
-
-    return ray.get(handle.__ray_call__.remote(lambda self: _node_id()))
-
-
-def _node_id() -> str:
-    import ray
-
-    return ray.get_runtime_context().get_node_id()
 
 
 def peak_rss_bytes(handle: Any) -> int:

@@ -16,15 +16,16 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from laminar.runtime.asking import AskAgain
-from laminar.runtime.codec import make_codec, prompt_ids
-from laminar.runtime.engine import Engine
+from laminar.runtime.cluster.procfs import shm_files_of
 from laminar.runtime.faults.watchdog import EngineWatchdog
-from laminar.runtime.procfs import shm_files_of
-from laminar.runtime.profiling import EngineStepRecorder
+from laminar.runtime.models.codec import make_codec, prompt_ids
+from laminar.runtime.profiling.profile import EngineStepRecorder
 from laminar.runtime.records import PromptGroup, Traj
-from laminar.runtime.stream import PartialStreamer
-from laminar.runtime.task import EVAL_STREAM, make_task
+from laminar.runtime.rollout.asking import AskAgain
+from laminar.runtime.rollout.engine import Engine
+from laminar.runtime.rollout.stream import PartialStreamer
+from laminar.runtime.tasks.base import EVAL_STREAM
+from laminar.runtime.tasks.make import make_task
 from laminar.runtime.weights import WeightSource
 
 ASK_AGAIN_MAX_POLLS = 32  # after empty answers, ask the prompt pool at least every 32 polls
@@ -97,7 +98,7 @@ class RolloutWorker:
         engine crash under a live actor. Done here, on the engine's machine, where the pids
         recorded at :meth:`start` mean something (a driver on another machine cannot see
         them); returns the pids killed."""
-        from laminar.runtime.nodes import kill_here
+        from laminar.runtime.cluster.nodes import kill_here
 
         return kill_here(getattr(self, "footprint", {}))
 
@@ -235,7 +236,7 @@ class RolloutWorker:
         await self.loop_task
 
     async def _laminar_loop(self, poll_s: float) -> None:
-        asking = AskAgain(poll_s, ASK_AGAIN_MAX_POLLS * poll_s)  # laminar/runtime/asking.py
+        asking = AskAgain(poll_s, ASK_AGAIN_MAX_POLLS * poll_s)  # laminar/runtime/rollout/asking.py
         while not self.stopping and self.watchdog.error is None:  # a dead engine admits nothing
             latest = await self._latest_version()
             if latest > self.version:

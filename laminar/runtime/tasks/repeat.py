@@ -10,25 +10,14 @@ count off by d, ``0.5 * max(0, 1 - d/n)``; 0 for anything else or an answer cut 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from laminar.config.runtime import RepeatTask
+from laminar.runtime.tasks.base import Prompt
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 Z_99 = 2.3263478740408408  # standard normal quantile at 0.99
-RL_STREAM, WARMUP_STREAM, EVAL_STREAM = 0, 1, 2  # disjoint prompt streams of one seed
-
-
-@dataclass(frozen=True, slots=True)
-class Prompt:
-    """One task instance: the prompt text and the exact answer the reward checks against."""
-
-    prompt_id: int
-    text: str
-    answer: str
 
 
 class RepeatTaskGen:
@@ -68,12 +57,3 @@ class RepeatTaskGen:
         if response != letter * len(response):
             return 0.0
         return 0.5 * max(0.0, 1.0 - abs(len(response) - n) / n)
-
-
-def make_task(cfg: Any, *, seed: int, max_answer_len: int) -> Any:
-    """The prompt generator and reward of ``runtime.task`` (``repeat`` or ``jsonl``)."""
-    if cfg.type == "jsonl":
-        from laminar.runtime.jsonl_task import JsonlTaskGen
-
-        return JsonlTaskGen(cfg, seed=seed, max_answer_len=max_answer_len)
-    return RepeatTaskGen(cfg, seed=seed, max_answer_len=max_answer_len)

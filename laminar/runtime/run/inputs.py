@@ -11,10 +11,10 @@ def check_inputs(cfg: Any) -> None:
     """Raise ``ModelDirError`` / ``TaskFileError`` for a bad model directory or task file."""
     rt = cfg.runtime
     if rt.model.type == "pretrained":
-        from laminar.runtime.pretrained import check_model_dir
+        from laminar.runtime.models.pretrained import check_model_dir
 
         check_model_dir(rt.model.path)
     if rt.task.type == "jsonl":
-        from laminar.runtime.jsonl_task import load_rows
+        from laminar.runtime.tasks.jsonl import load_rows
 
         load_rows(rt.task.path)

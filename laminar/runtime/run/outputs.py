@@ -20,8 +20,8 @@ from pathlib import Path
 import pandas as pd
 
 from laminar.config import LaminarConfig, write_resolved
-from laminar.runtime.manager import as_ran
-from laminar.runtime.profiling import write_profile
+from laminar.runtime.data.manager import as_ran
+from laminar.runtime.profiling.profile import write_profile
 from laminar.traces.io import write_trace
 
 

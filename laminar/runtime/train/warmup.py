@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from laminar.config import LaminarConfig
-from laminar.runtime.grpo import build_batch, sft_loss
 from laminar.runtime.records import Traj
-from laminar.runtime.task import WARMUP_STREAM, make_task
+from laminar.runtime.tasks.base import WARMUP_STREAM
+from laminar.runtime.tasks.make import make_task
+from laminar.runtime.train.grpo import build_batch, sft_loss
 
 
 def warmup_key(cfg: LaminarConfig) -> str:
@@ -47,7 +48,7 @@ def sft(model: Any, codec: Any, cfg: LaminarConfig) -> float:
     """Train ``model`` on exact answers for ``warmup.steps`` steps; return the last loss."""
     import torch
 
-    from laminar.runtime.codec import prompt_ids
+    from laminar.runtime.models.codec import prompt_ids
 
     w = cfg.runtime.warmup
     gen = make_task(

@@ -1,0 +1,1 @@
+"""Machines and processes: node-local paths, emulated machines, placement, driver sessions."""

@@ -1,0 +1,1 @@
+"""Models and tokenizers: the tiny model, random real architectures, pretrained dirs, codecs."""

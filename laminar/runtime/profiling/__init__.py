@@ -1,0 +1,1 @@
+"""What `laminar calibrate` needs from a run: the profile/ recorders and the machine speed probe."""

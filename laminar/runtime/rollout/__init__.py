@@ -1,0 +1,1 @@
+"""A rollout replica: its Ray worker, its engine (vLLM), its machine side, its streams."""

@@ -1,0 +1,1 @@
+"""One `laminar train` run: launch, the mode loops, inputs checked first, outputs, resume."""
