@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from laminar.config.root import LaminarConfig
 from laminar.errors import ConfigError
+from laminar.inputfile import InputFileError, read_text
 
 RESOLVED_NAME = "config.yaml"
 
@@ -134,16 +135,9 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     if p.suffix not in (".yaml", ".yml", ".toml"):
         raise ConfigError(str(p), "", "config files must end in .yaml, .yml or .toml")
     try:
-        with p.open("rb") as f:
-            raw = f.read(MAX_CONFIG_BYTES + 1)
-    except OSError as e:
-        raise ConfigError(str(p), "", f"cannot read: {e.strerror or e}") from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError(str(p), "", f"larger than {MAX_CONFIG_BYTES >> 20} MiB; not a config")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ConfigError(str(p), "", f"not UTF-8 text (byte {e.start})") from None
+        text = read_text(p, kind="config file", max_bytes=MAX_CONFIG_BYTES)
+    except InputFileError as e:
+        raise ConfigError(str(p), "", e.detail) from None
     return _read_mapping(text, str(p), p.suffix)
 
 
