@@ -93,6 +93,23 @@ def test_no_import_cycle_in_laminar():
     assert _cycles(_graph()) == []
 
 
+def test_no_import_circle_between_runtime_rooms():
+    def room(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[2] if parts[:2] == ["laminar", "runtime"] and len(parts) > 2 else None
+
+    rooms: dict[str, set[str]] = {}
+    for m, targets in _graph().items():
+        if room(m):
+            rooms.setdefault(room(m), set()).update(
+                room(t) for t in targets if room(t) and room(t) != room(m)
+            )
+    for targets in list(rooms.values()):
+        for t in targets:
+            rooms.setdefault(t, set())
+    assert _cycles(rooms) == []
+
+
 def test_floors_import_downwards():
     graph = _graph()
     forbidden = {  # floor -> floors it must never import
