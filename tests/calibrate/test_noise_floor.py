@@ -104,30 +104,9 @@ def test_moving_runs_to_one_speed_takes_the_drift_out_of_their_spread():
     assert f.error_scatter(at) == pytest.approx(0.0, abs=1e-12)
 
 
-def test_in_flight_counts_the_window_and_splits_overhead_from_per_token_time():
-    spec = importlib.util.spec_from_file_location(
-        "inflight_bench", ROOT / "benchmarks" / "fidelity_inflight.py")  # fmt: skip
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    # trajectories of 10..40 tokens, 0.05 s overhead + 0.01 s a token, two at a time from 0 s
-    lens = [10, 20, 30, 40] * 5
-    rows, t = [], [0.0, 0.0]
-    for i, n in enumerate(lens):
-        lane = i % 2
-        rows.append({"response_len": n, "gen_start_s": t[lane],
-                     "gen_end_s": t[lane] + 0.05 + 0.01 * n})  # fmt: skip
-        t[lane] = rows[-1]["gen_end_s"]
-    traj = pd.DataFrame(rows)
-    hi = float(traj["gen_end_s"].min() + 1.0)
-    out = mod.inflight(traj, 0.0, hi)
-    assert out["overhead_s"] == pytest.approx(0.05) and out["per_token_s"] == pytest.approx(0.01)
-    assert out["in_flight"] == pytest.approx(2.0)  # both lanes busy the whole window
-    assert out["started"] == (traj["gen_end_s"] <= hi).sum()
-
-
 def test_other_core_share_merges_intervals_and_clips_to_each_step():
-    """``fit.other_core_share`` (the crosscore benchmark's *other*): the union of the other
-    core's steps inside each step, over the step's length."""
+    """``fit.other_core_share``: the union of the other core's steps inside each step, over
+    the step's length."""
     from types import SimpleNamespace
 
     import numpy as np
