@@ -9,6 +9,10 @@ class LaminarError(Exception):
     exit_code = 2
 
 
+class OutputError(LaminarError):
+    """``--out`` cannot be written as asked; the message names the path and what to do."""
+
+
 class LaminarWarning(UserWarning):
     """Input that works but probably not as meant; the CLI prints ``laminar: warning: ...``."""
 

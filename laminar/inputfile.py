@@ -94,10 +94,14 @@ def depth(value: Any, limit: int = MAX_JSON_DEPTH) -> int:
     return deepest
 
 
-def load_json_text(text: str, source: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """Parse JSON ``text`` from ``source``: standard numbers only, at most ``max_depth`` deep."""
+def load_json_text(
+    text: str, source: str, *, max_depth: int = MAX_JSON_DEPTH, allow_nan: bool = False
+) -> Any:
+    """Parse JSON ``text`` from ``source``: standard numbers only (``allow_nan``: also Python's
+    ``NaN``/``Infinity``, which Laminar's own run files hold where a figure is unknown; their
+    readers check each field), at most ``max_depth`` deep."""
     try:
-        value = json.loads(text, parse_constant=_no_constant)
+        value = json.loads(text, parse_constant=None if allow_nan else _no_constant)
     except RecursionError:
         raise InputFileError(source, f"JSON nested more than {max_depth} deep") from None
     except ValueError as e:
@@ -108,12 +112,16 @@ def load_json_text(text: str, source: str, *, max_depth: int = MAX_JSON_DEPTH) -
 
 
 def load_json(
-    path: str | Path, *, kind: str, max_bytes: int = 16 * MiB, max_depth: int = MAX_JSON_DEPTH
+    path: str | Path,
+    *,
+    kind: str,
+    max_bytes: int = 16 * MiB,
+    max_depth: int = MAX_JSON_DEPTH,
+    allow_nan: bool = False,
 ) -> Any:
-    """A JSON file read with bounds (size, depth, standard numbers only)."""
-    return load_json_text(
-        read_text(path, kind=kind, max_bytes=max_bytes), str(path), max_depth=max_depth
-    )
+    """A JSON file read with bounds (size, depth, standard numbers only unless ``allow_nan``)."""
+    text = read_text(path, kind=kind, max_bytes=max_bytes)
+    return load_json_text(text, str(path), max_depth=max_depth, allow_nan=allow_nan)
 
 
 def finite_number(

@@ -18,7 +18,11 @@ Rules (:func:`prepare_out`), so that ``--out`` never destroys a user's files:
 - an empty directory is filled;
 - a previous Laminar run directory (it holds the marker :data:`MARKER`, written at every
   commit, listing the entries Laminar wrote) is replaced whole, provided every entry in it is
-  Laminar's (listed in the marker, or itself a Laminar output such as ``plots/``);
+  Laminar's (listed in the marker, or itself a Laminar output such as ``plots/``) and the
+  command that wrote it is of the same kind (``laminar.guard``: another kind's only with
+  ``force``, a ``laminar train`` run's by ``laminar train`` only);
+- an output that is, holds or lies inside one of the command's ``inputs`` is refused, even
+  with ``force`` (``laminar.guard``; a new path inside an input directory is fine);
 - anything else (a directory holding other files, a file, a symlink, the current directory or
   one of its parents) is refused with :class:`OutputError` (exit 2) unless ``force``: then a
   directory is written into (files of the same name replaced, a previous run's other entries
@@ -39,24 +43,24 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from laminar.staging import (  # noqa: F401  (staged_file, prepare_file_out: re-exported)
+from laminar import guard
+from laminar.staging import (  # noqa: F401  (MARKER, staged_file, prepare_file_out: re-exported)
+    MARKER,
     OutputError,
     make_parents,
+    marker_command,
+    marker_entries,
     prepare_file_out,
     remove_created,
     remove_path,
     signal_guard,
     staged_file,
 )
-
-MARKER = ".laminar-run.json"
-"""The file every run directory gets at commit: ``{"laminar": version, "command": ...,
-"created_utc": ..., "entries": [top-level names Laminar wrote]}``."""
 
 _STAGING = ".laminar-staging-"
 _PROBE = ".laminar-probe-"
@@ -76,12 +80,41 @@ class OutputTarget:
     """Entries a previous run wrote into ``path`` (removed by a ``merge`` commit)."""
 
 
-def prepare_out(path: str | Path, *, force: bool = False, command: str = "laminar") -> OutputTarget:
+def prepare_out(
+    path: str | Path,
+    *,
+    force: bool = False,
+    command: str = "laminar",
+    inputs: Iterable[str | Path] = (),
+) -> OutputTarget:
     """Decide what writing the run directory ``path`` means (module docstring) and check that
-    it can be written; :class:`OutputError` otherwise. Writes nothing that stays."""
+    it can be written and touches none of the command's ``inputs`` (``laminar.guard``);
+    :class:`OutputError` otherwise. Writes nothing that stays."""
     if "\x00" in str(path):
         raise OutputError(f"{str(path)!r}: a path cannot hold a NUL character")
+    target = _decide(path, force, command)
+    # Inside an input directory only a new output, or this command's own previous one (plot's
+    # RUN/plots), never something the input holds.
+    inside_ok = target.mode == "new" or (
+        target.mode == "replace" and target.path.is_dir() and _own_kind(target.path, command)
+    )
+    guard.check_apart(path, inputs, inside_ok=inside_ok)
+    return _checked(target, path)
+
+
+def _own_kind(path: Path, command: str) -> bool:
+    wrote = marker_command(path)
+    if wrote is None:
+        return False
+    return wrote in guard.GENERIC or guard.kind(wrote) == guard.kind(command)
+
+
+def _decide(path: str | Path, force: bool, command: str) -> OutputTarget:
     out = Path(os.path.abspath(path))
+    if out.is_dir():  # a run directory of another command, even through a symbolic link
+        wrote = marker_command(out)
+        if wrote is not None:
+            guard.check_kind(out, path, command, wrote, force)
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         kind = "a symbolic link" if out.is_symlink() else "a file"
         if not force:
@@ -90,11 +123,11 @@ def prepare_out(path: str | Path, *, force: bool = False, command: str = "lamina
                 "(or --force to replace it)"
             )
         if out.is_symlink() and out.is_dir():
-            return _checked(OutputTarget(out.resolve(), "merge", command), path)
-        return _checked(OutputTarget(out, "replace", command), path)
+            return OutputTarget(out.resolve(), "merge", command)
+        return OutputTarget(out, "replace", command)
     if not out.exists():
-        return _checked(OutputTarget(out, "new", command), path)
-    return _checked(_existing_dir(out, path, force, command), path)
+        return OutputTarget(out, "new", command)
+    return _existing_dir(out, path, force, command)
 
 
 def _existing_dir(out: Path, given: str | Path, force: bool, command: str) -> OutputTarget:
@@ -114,7 +147,7 @@ def _existing_dir(out: Path, given: str | Path, force: bool, command: str) -> Ou
     if not entries:
         return OutputTarget(out, "merge", command)
     ours = _laminar_entries(out)
-    foreign = [e for e in entries if e not in ours and e != MARKER and not _is_run_dir(out / e)]
+    foreign = [e for e in entries if e not in ours and e != MARKER and not _nested_run(out / e)]
     if MARKER in entries and not foreign:
         return OutputTarget(out, "replace", command)
     if not force:
@@ -136,13 +169,15 @@ def _is_run_dir(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink() and (path / MARKER).is_file()
 
 
+def _nested_run(path: Path) -> bool:
+    """A Laminar output nested in a run directory (``plots/``), which goes with it; a nested
+    ``laminar train`` run does not (``laminar.guard``: only that run's own command replaces it)."""
+    return _is_run_dir(path) and guard.kind(marker_command(path) or "") != guard.PROTECTED
+
+
 def _laminar_entries(path: Path) -> tuple[str, ...]:
     """The entries the marker in ``path`` lists (none when there is no readable marker)."""
-    try:
-        data = json.loads((path / MARKER).read_text())
-        return tuple(str(e) for e in data.get("entries", []) if "/" not in str(e))
-    except (OSError, ValueError, AttributeError, TypeError):
-        return ()
+    return marker_entries(path)
 
 
 def _checked(target: OutputTarget, given: str | Path) -> OutputTarget:
@@ -214,10 +249,15 @@ _NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, 
 
 @contextmanager
 def run_output(
-    path: str | Path, *, force: bool = False, command: str = "laminar"
+    path: str | Path,
+    *,
+    force: bool = False,
+    command: str = "laminar",
+    inputs: Iterable[str | Path] = (),
 ) -> Iterator[Path]:
     """:func:`prepare_out` then :func:`staged_output`: a staging directory for ``path``."""
-    with staged_output(prepare_out(path, force=force, command=command)) as stage:
+    target = prepare_out(path, force=force, command=command, inputs=inputs)
+    with staged_output(target) as stage:
         yield stage
 
 
@@ -259,7 +299,7 @@ def _move_into(src: Path, dst: Path, replace_dirs: set[str] = frozenset()) -> No
     for entry in sorted(src.iterdir()):
         target = dst / entry.name
         if entry.is_dir() and target.is_dir() and not target.is_symlink():
-            if entry.name in replace_dirs or _is_run_dir(target):
+            if entry.name in replace_dirs or _nested_run(target):
                 remove_path(target)
                 entry.rename(target)
             else:

@@ -10,15 +10,51 @@ import shutil
 import signal
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from laminar.errors import LaminarError
+from laminar import guard
+from laminar.errors import OutputError
+from laminar.inputfile import InputFileError, load_json
+
+MARKER = ".laminar-run.json"
+"""The file every run directory gets at commit: ``{"laminar": version, "command": ...,
+"created_utc": ..., "entries": [top-level names Laminar wrote]}``."""
+MAX_MARKER_BYTES = 1 << 20  # a marker lists top-level names: a few kB
 
 
-class OutputError(LaminarError):
-    """``--out`` cannot be written as asked; the message names the path and what to do."""
+def read_marker(run_dir: str | Path) -> dict | None:
+    """The marker of the run directory ``run_dir`` (read with bounds), or None when it has
+    none or it cannot be read as one (then the directory is not known to be Laminar's)."""
+    path = Path(run_dir) / MARKER
+    if not path.is_file():
+        return None
+    try:
+        data = load_json(path, kind="run directory marker", max_bytes=MAX_MARKER_BYTES)
+    except InputFileError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def marker_command(run_dir: str | Path) -> str | None:
+    """The command the marker of ``run_dir`` names (``""`` when it names none), or None
+    when ``run_dir`` has no readable marker."""
+    data = read_marker(run_dir)
+    if data is None:
+        return None
+    command = data.get("command")
+    return command if isinstance(command, str) else ""
+
+
+def marker_entries(run_dir: str | Path) -> tuple[str, ...]:
+    """The top-level entries the marker of ``run_dir`` lists (none without a readable one)."""
+    data = read_marker(run_dir) or {}
+    entries = data.get("entries")
+    if not isinstance(entries, list):
+        return ()
+    return tuple(e for e in entries if isinstance(e, str) and e and "/" not in e
+                 and e not in (".", ".."))  # fmt: skip
 
 
 def remove_path(path: Path) -> None:
@@ -123,12 +159,25 @@ def signal_guard() -> Iterator[SignalGuard]:
 # Single files --------------------------------------------------------------------------------
 
 
-def prepare_file_out(path: str | Path) -> Path:
+def prepare_file_out(
+    path: str | Path, *, inputs: Iterable[str | Path] = (), outside_run_dirs: bool = False
+) -> Path:
     """Check that the file ``path`` can be written (an existing file is replaced, a directory
-    refused), before any work; :class:`OutputError` otherwise."""
+    refused), before any work; :class:`OutputError` otherwise. It may not be, nor lie inside,
+    one of the command's ``inputs`` (``laminar.guard``), nor with ``outside_run_dirs`` lie
+    inside any Laminar run directory (a cost file written into a run would make it foreign)."""
+    if "\x00" in str(path):
+        raise OutputError(f"{str(path)!r}: a path cannot hold a NUL character")
     out = Path(path)
     if out.is_dir():
         raise OutputError(f"{path}: is a directory; give a file name")
+    guard.check_apart(path, inputs, flag="-o")
+    run = guard.inside_run_dir(path, MARKER) if outside_run_dirs else None
+    if run is not None:
+        raise OutputError(
+            f"{path}: lies inside the Laminar run directory {run}; a run directory holds what "
+            "its command wrote, nothing else; write the file elsewhere"
+        )
     where = Path(os.path.abspath(out)).parent
     while not where.exists():
         where = where.parent

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 
 from laminar.calibrate.fit import Fit, padded_tokens, quality, train_flops
 from laminar.calibrate.rundir import RunData
@@ -61,14 +60,10 @@ def fit_first_prompts(runs: list[RunData]) -> Fit:
     """Seconds from the loop's start to the first trajectory's start (module docstring)."""
     delays = []
     for run in runs:
-        path = run.path / "trajectories.parquet"
         setup_s = run.summary.get("setup_s")
-        if setup_s is None or not path.is_file():
+        if setup_s is None or run.starts is None:  # an older run: no figure
             continue
-        try:
-            starts = pd.read_parquet(path, columns=["gen_start_s"])["gen_start_s"].dropna()
-        except Exception:  # an older trace without the column, or a damaged file: no figure
-            continue  # (``read_run`` has already named a file it cannot read)
+        starts = run.starts.dropna()
         if len(starts):
             delays.append(max(0.0, float(starts.min()) - float(setup_s)))
     return _median_fit("first prompts", "first_prompts_s", delays, "from loop start")

@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from laminar.calibrate.rundir import RunData, RunDirError, read_speed_probe, step_timeline
+from laminar.runfiles.train import read_summary
 
 PROBE_FIGURES = ("matmul_s", "python_s")
 # How each time figure of a cost file moves with the machine's speed: seconds with it, rates
@@ -40,7 +41,7 @@ def run_speed(run: RunData, skip_steps: int = 1) -> dict | None:
 def dir_speed(root: str | Path, skip_steps: int = 1) -> dict | None:
     """:func:`run_speed` of the run directory ``root``, reading only what it needs."""
     root = Path(root)
-    summary = json.loads((root / "summary.json").read_text())
+    summary = read_summary(root)
     probe = read_speed_probe(root / "profile" / "speed_probe.csv")
     return window_speed(probe, _window_start(root, summary, skip_steps))
 

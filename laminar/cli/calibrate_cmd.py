@@ -32,7 +32,9 @@ def _calibrate(args: argparse.Namespace) -> int:
     from laminar.calibrate import calibrate, cost_file_json
     from laminar.rundir import prepare_file_out, staged_file
 
-    prepare_file_out(args.out)  # before the fit, not after it
+    # before the fit, not after it; never over, nor into, a run directory it reads
+    inputs = [*args.runs, args.at_speed_of or ""]
+    prepare_file_out(args.out, inputs=inputs, outside_run_dirs=True)
     content, fits = calibrate(args.runs)
     if args.at_speed_of:
         content = _at_speed_of(content, args.at_speed_of)

@@ -93,11 +93,26 @@ def add_out_args(parser: argparse.ArgumentParser, default: str) -> None:
     )
 
 
-def out_target(args: argparse.Namespace, default_prefix: str):
+def out_target(args: argparse.Namespace, default_prefix: str, cfg: LaminarConfig | None = None):
     """The checked :class:`~laminar.rundir.OutputTarget` of ``--out`` (default
-    ``runs/<prefix>-<time>``); raises ``OutputError`` (exit 2) at once when it cannot be used.
-    Write into it with ``with laminar.rundir.staged_output(target) as stage: ...``."""
+    ``runs/<prefix>-<time>``); raises ``OutputError`` (exit 2) at once when it cannot be used,
+    or when it is, holds or lies inside a file the command reads (the config file and the
+    files ``cfg`` names: :func:`config_inputs`). Write into it with ``with
+    laminar.rundir.staged_output(target) as stage: ...``."""
     from laminar.rundir import prepare_out
 
     out = args.out or f"runs/{default_prefix}-{time.strftime('%Y%m%d-%H%M%S')}"
-    return prepare_out(Path(out), force=args.force, command=args.command)
+    inputs = config_inputs(getattr(args, "config", None), cfg)
+    return prepare_out(Path(out), force=args.force, command=args.command, inputs=inputs)
+
+
+def config_inputs(config_path: str | None, cfg: LaminarConfig | None) -> list[str]:
+    """Every file or directory a run of ``cfg`` reads: its config file, cost file, model
+    (``hf_config``, a pretrained directory), trace and task file."""
+    paths = [config_path or ""]
+    if cfg is not None:
+        paths += [cfg.sim.cost_file, cfg.model.hf_config]
+        paths.append(getattr(cfg.workload.source, "path", ""))
+        paths.append(getattr(cfg.runtime.model, "path", ""))
+        paths.append(getattr(cfg.runtime.task, "path", ""))
+    return [p for p in paths if p]

@@ -88,7 +88,7 @@ def _plan(args: argparse.Namespace) -> int:
         cache_dir=cache,
         gpu_hour_price=args.gpu_hour_price,
     )
-    target = out_target(args, "plan")  # checked before any work
+    target = out_target(args, "plan", base)  # checked before any work
     # Staged before the search: SIGINT/SIGTERM during it leave nothing behind.
     with staged_output(target) as stage:
         result = run_plan(base, space, opts)

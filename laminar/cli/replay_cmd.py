@@ -42,7 +42,7 @@ def _replay(args: argparse.Namespace) -> int:
     extra.append(f"workload.source={{type: trace, path: {_quoted(args.trace)}}}")
     extra += _limits_from_trace(args)
     cfg = config_from_args(args, extra)
-    return run_and_write(cfg, out_target(args, "replay"))
+    return run_and_write(cfg, out_target(args, "replay", cfg))
 
 
 def _limits_from_trace(args: argparse.Namespace) -> list[str]:

@@ -42,7 +42,7 @@ def _simulate(args: argparse.Namespace) -> int:
     cfg = config_from_args(args, extra)
     if args.cost and not own_cost:
         _note_step_bound(cfg)
-    return run_and_write(cfg, out_target(args, "simulate"))
+    return run_and_write(cfg, out_target(args, "simulate", cfg))
 
 
 def _note_step_bound(cfg) -> None:

@@ -80,7 +80,7 @@ def _show(args: argparse.Namespace) -> int:
     if args.plot:
         from laminar.rundir import prepare_file_out
 
-        prepare_file_out(args.plot)
+        prepare_file_out(args.plot, inputs=[args.file])
     df = read_trace(args.file, max_response_len=args.max_response_len)
     print(f"trace: {args.file}")
     print(format_stats(trace_stats(df)))

@@ -68,7 +68,7 @@ def plot_runs(
             raise RunDirError("several run directories need an output directory (--out DIR)")
         out_dir = paths[0] / "plots"
     out = Path(out_dir)
-    with run_output(out, force=force, command="plot") as stage:
+    with run_output(out, force=force, command="plot", inputs=paths) as stage:
         if kinds[0] == "train":
             written = train_figures([load_train_run(p) for p in paths], stage)
         else:

@@ -15,28 +15,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from laminar.plotting.common import (
-    color,
-    new_figure,
-    read_csv,
-    read_parquet,
-    save_figure,
-)
+from laminar.plotting.common import RunDirError, color, new_figure, save_figure
 from laminar.rundir import run_output
+from laminar.runfiles.sim import SIM_FILES as SIM_SPECS
+from laminar.runfiles.sim import read_sim_faults, read_sim_table
 
 # The files of a ``laminar simulate`` / ``laminar replay`` run directory and the columns drawn
-# from each (``faults.csv`` is optional).
-SIM_FILES = {
-    "summary.csv": ("system", "gpus", "sim_time_s", "train_tokens_per_s", "gen_tokens_per_s"),
-    "steps.csv": ("system", "end_s", "actor_stall_s", "train_s", "tokens"),
-    "trajectories.parquet": (
-        "system", "epoch", "gen_start_s", "gen_end_s", "generated_tokens", "weight_version",
-        "consumed_version", "staleness",
-    ),
-    "replicas.parquet": (
-        "system", "replica_id", "t_s", "kv_tokens", "kv_peak_tokens", "kv_capacity_tokens",
-    ),
-}  # fmt: skip
+# from each (``faults.csv`` is optional), read by ``laminar.runfiles.sim``.
+SIM_FILES = {name: tuple(spec) for name, spec in SIM_SPECS.items()}
 
 
 @dataclass
@@ -60,18 +46,16 @@ def load_run(run_dir: str | Path) -> Run:
     """Read a simulated run directory (``faults.csv`` is optional); a missing or unreadable file
     raises :class:`~laminar.plotting.common.RunDirError` naming it."""
     p = Path(run_dir)
-    tables = {
-        name: (read_parquet if name.endswith(".parquet") else read_csv)(p / name, columns)
-        for name, columns in SIM_FILES.items()
-    }
-    faults = p / "faults.csv"
+    tables = {name: read_sim_table(p, name) for name in SIM_FILES}
+    if tables["summary.csv"].empty:
+        raise RunDirError(f"{p / 'summary.csv'}: no system in it (an empty table)")
     return Run(
         p,
         tables["summary.csv"],
         tables["steps.csv"],
         tables["trajectories.parquet"],
         tables["replicas.parquet"],
-        read_csv(faults, ("system", "t_s", "fault")) if faults.exists() else pd.DataFrame(),
+        read_sim_faults(p),
     )
 
 
@@ -335,6 +319,6 @@ def plot_run(
     ``RUN_DIR/plots``), all or none; returns their paths."""
     run = load_run(run_dir)
     out = Path(out_dir) if out_dir is not None else run.path / "plots"
-    with run_output(out, force=force, command="plot") as stage:
+    with run_output(out, force=force, command="plot", inputs=[run_dir]) as stage:
         names = [p.name for p in sim_figures(run, stage)]
     return [out / name for name in names]

@@ -16,20 +16,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from laminar.plotting.common import (
-    COLORS,
-    SPARE_COLORS,
-    new_figure,
-    read_csv,
-    read_json,
-    read_parquet,
-    read_yaml,
-    save_figure,
-)
+from laminar.plotting.common import COLORS, SPARE_COLORS, RunDirError, new_figure, save_figure
 from laminar.plotting.sim import staleness_figure, staleness_table
+from laminar.runfiles import train as files
 
 # The files of a ``laminar train`` run directory that the figures read and the columns drawn
-# from each; ``config.yaml`` is optional (the run's system, when summary.json lacks it).
+# from each, read by ``laminar.runfiles.train``; ``config.yaml`` is optional (the run's system,
+# when summary.json lacks it).
 TRAIN_FILES = {
     "summary.json": (),
     "steps.csv": ("step", "tokens", "wait_s", "train_s", "publish_s", "reward_mean"),
@@ -37,8 +30,8 @@ TRAIN_FILES = {
         "step", "replica_id", "gen_start_s", "gen_end_s", "weight_version", "consumed_version",
         "consumed_s", "staleness", "response_len",
     ),
-    "events.csv": ("kind", "at_s", "src"),
-    "kv.csv": ("at_s", "replica_id", "kv_usage"),
+    "events.csv": tuple(files.EVENTS),
+    "kv.csv": tuple(files.KV),
 }  # fmt: skip
 
 EVENT_STYLE = {"repack": ("#ff7f0e", "--"), "recovery": ("#d62728", "-")}
@@ -73,22 +66,24 @@ class TrainRun:
 
 
 def load_train_run(run_dir: str | Path) -> TrainRun:
-    """Read a ``laminar train`` run directory; a missing or unreadable file raises
-    :class:`~laminar.plotting.common.RunDirError` naming it."""
+    """Read a ``laminar train`` run directory, each file through its reader
+    (``laminar.runfiles.train``); a missing or bad file raises
+    :class:`~laminar.plotting.common.RunDirError` naming it (and the row and column)."""
     p = Path(run_dir)
-    tables = {
-        name: (read_parquet if name.endswith(".parquet") else read_csv)(p / name, columns)
-        for name, columns in TRAIN_FILES.items()
-        if name != "summary.json"
-    }
+    for name in TRAIN_FILES:
+        if not (p / name).exists():
+            raise RunDirError(f"{p / name}: missing (is {p} a `laminar train` run directory?)")
+    steps = files.read_steps(p, need=TRAIN_FILES["steps.csv"])
+    if steps.empty:
+        raise RunDirError(f"{p / 'steps.csv'}: no trainer step recorded (an empty table)")
     return TrainRun(
         p,
-        read_json(p / "summary.json"),
-        tables["steps.csv"],
-        tables["trajectories.parquet"],
-        tables["events.csv"],
-        tables["kv.csv"],
-        read_yaml(p / "config.yaml"),
+        files.read_summary(p),
+        steps,
+        files.read_trajectories(p, need=TRAIN_FILES["trajectories.parquet"]),
+        files.read_events(p),
+        files.read_kv(p),
+        files.read_config_mapping(p),
     )
 
 
