@@ -13,7 +13,10 @@ from laminar.cli.common import (
 )
 
 DEFAULT_PRESET = "tiny-cpu"
-EXIT_LEDGER = 3  # the run finished but its ledger does not balance
+# The run finished and its directory is whole, but it is not what was asked: its ledger does
+# not balance, or a scheduled fault never happened. Not 2: that is for input refused before
+# anything ran (nothing written).
+EXIT_LEDGER = 3
 EXIT_TERMINATED = 143  # SIGTERM (128 + 15), like a process killed by it
 
 
@@ -73,22 +76,15 @@ def _stop_signal(e: BaseException | None) -> BaseException | None:
 def _config(args: argparse.Namespace):
     """The run's config and, with --resume, the state it continues from."""
     from laminar.config import load_config
-    from laminar.config.runtime_faults import parse_fault
     from laminar.errors import ConfigError
 
-    for text in args.fault:  # checked before anything starts or is written
-        try:
-            parse_fault(text)
-        except ValueError as e:
-            raise ConfigError("--fault", text, str(e)) from None
-    for flag, key in (("mode", "runtime.mode"), ("steps", "workload.steps")):
-        if getattr(args, flag) is not None:
-            args.overrides.append(f"{key}={getattr(args, flag)}")
-    if args.address:
-        args.overrides.append(f"runtime.address={args.address}")
+    _flags_to_overrides(args)
     state = None
-    if args.resume:
+    if args.resume is not None:
         from pathlib import Path
+
+        if not args.resume.strip():  # an empty path would start a new run instead
+            raise ConfigError("--resume", "", "is empty: give the run directory to go on from")
 
         from laminar.runtime.run.resume import load_resume
 
@@ -106,15 +102,51 @@ def _config(args: argparse.Namespace):
         if args.config is None and args.preset is None:
             args.preset = DEFAULT_PRESET
         cfg = config_from_args(args)
-    cfg.runtime.faults.inject = [*cfg.runtime.faults.inject, *args.fault]
-    steps = cfg.workload.steps
-    for text in args.fault:
-        at = parse_fault(text).step
-        if at is not None and at >= steps:
-            raise ConfigError(
-                "--fault", text, f"never happens: the run has {steps} steps (0..{steps - 1})"
-            )
+    _add_faults(cfg, args.fault)
     return cfg, state
+
+
+def _flags_to_overrides(args: argparse.Namespace) -> None:
+    """--mode, --steps and --address as --set overrides; --address's form is checked here so
+    that the error names the flag the user typed."""
+    import json
+
+    from laminar.config.runtime import check_address_form
+    from laminar.errors import ConfigError
+
+    for flag, key in (("mode", "runtime.mode"), ("steps", "workload.steps")):
+        if getattr(args, flag) is not None:
+            args.overrides.append(f"{key}={getattr(args, flag)}")
+    if args.address is not None:
+        try:
+            check_address_form(args.address)
+        except ValueError as e:
+            raise ConfigError("--address", "", str(e)) from None
+        # quoted: YAML would read a bare 1:30 as a number
+        args.overrides.append(f"runtime.address={json.dumps(args.address)}")
+
+
+def _add_faults(cfg, texts: list[str]) -> None:
+    """--fault KIND@WHEN, each checked against the run's config (``laminar.config.fault_checks``)
+    before anything starts or is written; then added to ``runtime.faults.inject``."""
+    from laminar.config.fault_checks import why_impossible
+    from laminar.config.runtime_faults import parse_fault
+    from laminar.errors import ConfigError
+
+    have = {spec.text() for _, spec in cfg.runtime.scheduled_faults()}
+    for text in texts:
+        shown = text[:80] if text[:80].isprintable() else repr(text[:80])  # one line
+        try:
+            spec = parse_fault(text)
+        except ValueError as e:
+            raise ConfigError("--fault", shown, str(e)) from None
+        why = why_impossible(spec, cfg)
+        if why is None and spec.text() in have:
+            why = "is given twice (one fault per KIND[:TARGET]@WHEN)"
+        if why is not None:
+            raise ConfigError("--fault", shown, why)
+        have.add(spec.text())
+    cfg.runtime.faults.inject = [*cfg.runtime.faults.inject, *texts]
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -125,15 +157,16 @@ def _train(args: argparse.Namespace) -> int:
     from laminar.runtime.run.resume import RunLog
 
     cfg, state = _config(args)
-    from laminar.runtime.run.inputs import check_inputs
+    from laminar.runtime.run.inputs import check_cluster, check_inputs
 
     check_inputs(cfg)  # a bad model directory or task file: before any output exists
+    check_cluster(cfg)  # no Ray at --address: a clear line within seconds, nothing written
     if state is None:  # --out's rules (a foreign directory is refused) before any work
         log = RunLog.create(out_target(args, f"train-{cfg.runtime.mode}"), cfg)
     else:
         log = RunLog.reopen(args.resume, cfg)
     from laminar.runtime.run.driver import train  # Ray, torch: only once the output is sure
-    from laminar.runtime.run.outputs import ledger_problems, write_run_dir
+    from laminar.runtime.run.outputs import ledger_problems, skipped_faults, write_run_dir
     out = str(log.out)
     done = len(state.steps) if state is not None else 0
     bar = _progress(cfg.workload.steps, done, disabled=args.no_progress)
@@ -173,8 +206,11 @@ def _train(args: argparse.Namespace) -> int:
     problems = ledger_problems(summary)
     if problems:
         print(f"laminar train: error: the ledger does not balance: {problems}", file=sys.stderr)
-        return EXIT_LEDGER
-    return 0
+    skipped = skipped_faults(summary)
+    if skipped:
+        print(f"laminar train: error: scheduled faults did not happen: {skipped}",
+              file=sys.stderr)  # fmt: skip
+    return EXIT_LEDGER if problems or skipped else 0
 
 
 class _Bar:

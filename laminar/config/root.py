@@ -7,6 +7,7 @@ from pydantic import Field, model_validator
 from laminar.config.base import Section
 from laminar.config.baselines import BaselinesConfig, FaultsConfig
 from laminar.config.cluster import ClusterConfig, ModelConfig
+from laminar.config.fault_checks import first_problem
 from laminar.config.policy import RelayConfig, RepackConfig
 from laminar.config.runtime import RuntimeConfig
 from laminar.config.sim import SimConfig
@@ -47,12 +48,10 @@ class LaminarConfig(Section):
     """Faults injected into a simulated run."""
 
     @model_validator(mode="after")
-    def _faults_within_run(self) -> LaminarConfig:
-        steps = self.workload.steps
-        for name, spec in self.runtime._step_faults():
-            if spec.step >= steps:
-                raise ValueError(
-                    f"runtime.{name} never happens: the run has workload.steps {steps} "
-                    f"(steps 0..{steps - 1})"
-                )
+    def _faults_can_happen(self) -> LaminarConfig:
+        # A fault that cannot happen was skipped at run time, the run exiting 0 (issues 11 and
+        # 32); the checks need several sections, hence here.
+        problem = first_problem(self)
+        if problem is not None:
+            raise ValueError(problem)
         return self

@@ -7,18 +7,24 @@ trainer step (``@5``: right after step 5) or seconds since the training loop sta
 
 from __future__ import annotations
 
+import math
 import random
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 
 from pydantic import Field, field_validator
 
 from laminar.config.base import Section
 
 KINDS = ("kill-rollout", "kill-engine", "kill-machine", "kill-relay", "kill-trainer")
-_SPEC = re.compile(
-    r"^(?P<kind>[a-z-]+)(?::(?P<target>[A-Za-z0-9_.-]+))?@(?P<when>[0-9.]+)(?P<s>s?)$"
-)
+MAX_SPEC_CHARS = 200  # a fault is a short word; a longer one is a mistake (or an attack)
+# Matched whole (``fullmatch``: ``$`` would let a trailing newline through), ASCII only.
+_SPEC = re.compile(r"(?P<kind>[^:@]*)(?::(?P<target>[^@]*))?@(?P<when>[^@]*)")
+_TARGET = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # r1, 0, relay-0, m1
+_STEP = re.compile(r"[0-9]{1,12}")  # [0-9], not \d: \d takes any script's digits
+_SECONDS = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)s")
+FORM = "KIND[:TARGET]@STEP or KIND[:TARGET]@SECONDSs, e.g. kill-rollout@5 or kill-machine@90s"
 
 
 @dataclass(frozen=True)
@@ -31,28 +37,48 @@ class FaultSpec:
     target: str | None = None
 
     def text(self) -> str:
-        where = f"{self.at_s:g}s" if self.at_s is not None else str(self.step)
+        where = _seconds_text(self.at_s) if self.at_s is not None else str(self.step)
         return f"{self.kind}{':' + self.target if self.target else ''}@{where}"
 
 
+def _seconds_text(at_s: float) -> str:
+    """``90s``, ``2.5s``: what :func:`parse_fault` reads back to the same number (``:g`` alone
+    writes 1e+06, which is not a WHEN)."""
+    if at_s.is_integer():
+        return f"{int(at_s)}s"
+    short = f"{at_s:g}"
+    if "e" not in short and float(short) == at_s:
+        return short + "s"
+    return format(Decimal(repr(at_s)), "f") + "s"
+
+
 def parse_fault(text: str) -> FaultSpec:
-    """``KIND[:TARGET]@STEP`` or ``KIND[:TARGET]@SECONDSs``; ValueError says what is wrong."""
-    m = _SPEC.match(text.strip())
+    """``KIND[:TARGET]@STEP`` or ``KIND[:TARGET]@SECONDSs``; a ValueError says what is wrong
+    (without repeating ``text``: the caller names the setting and the text)."""
+    text = text.strip()
+    if len(text) > MAX_SPEC_CHARS:
+        raise ValueError(f"{len(text)} characters; a fault is at most {MAX_SPEC_CHARS}")
+    m = _SPEC.fullmatch(text)
     if m is None:
-        raise ValueError(
-            f"fault {text!r}: expected KIND@STEP or KIND@SECONDSs (e.g. kill-rollout@5, "
-            f"kill-machine@90s), KIND one of {', '.join(KINDS)}"
-        )
-    kind = m["kind"]
+        raise ValueError(f"expected {FORM}")
+    kind, target, when = m["kind"], m["target"], m["when"]
     if kind not in KINDS:
-        raise ValueError(f"fault {text!r}: unknown kind {kind!r}; one of {', '.join(KINDS)}")
-    when = m["when"]
-    if m["s"]:
-        at_s = float(when)
-        return FaultSpec(kind, at_s=at_s, target=m["target"])
-    if not when.isdigit():
-        raise ValueError(f"fault {text!r}: a step is a whole number (seconds end with 's')")
-    return FaultSpec(kind, step=int(when), target=m["target"])
+        raise ValueError(f"unknown kind {kind[:40]!r}; one of {', '.join(KINDS)}")
+    if target is not None and not _TARGET.fullmatch(target):
+        raise ValueError(
+            f"target {target[:40]!r} is not a name such as r1, 0 or m1 (1..64 ASCII letters, "
+            "digits, '_', '.', '-')"
+        )
+    if _STEP.fullmatch(when):
+        return FaultSpec(kind, step=int(when), target=target)
+    if _SECONDS.fullmatch(when):
+        at_s = float(when[:-1])
+        if math.isfinite(at_s):  # 1e400 is no time: float() makes it inf
+            return FaultSpec(kind, at_s=at_s, target=target)
+    raise ValueError(
+        f"WHEN {when[:40]!r} is neither a step (a whole number, e.g. 5) nor seconds (a finite "
+        "number ending in s, e.g. 90s or 2.5s)"
+    )
 
 
 def chaos_plan(seed: int, steps: int, kinds: tuple[str, ...] = KINDS) -> list[str]:
@@ -90,8 +116,11 @@ class RuntimeFaultsConfig(Section):
     @field_validator("inject")
     @classmethod
     def _specs(cls, v: list[str]) -> list[str]:
-        for text in v:
-            parse_fault(text)
+        for i, text in enumerate(v):
+            try:
+                parse_fault(text)
+            except ValueError as e:
+                raise ValueError(f"[{i}] {text[:60]!r}: {e}") from None
         return v
 
     def specs(self) -> list[FaultSpec]:

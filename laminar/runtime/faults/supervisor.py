@@ -38,13 +38,7 @@ DRAIN_TIMEOUT_S = 120.0  # after the last step: the longest wait for late faults
 
 def scheduled_faults(cfg: LaminarConfig) -> list[FaultSpec]:
     """``runtime.faults.inject`` plus the older ``kill_*_at_step`` settings, mapped onto it."""
-    rt = cfg.runtime
-    specs = rt.faults.specs()
-    if rt.kill_rollout_at_step >= 0:
-        specs.append(FaultSpec("kill-rollout", step=rt.kill_rollout_at_step))
-    if rt.kill_trainer_at_step >= 0:
-        specs.append(FaultSpec("kill-trainer", step=rt.kill_trainer_at_step))
-    return specs
+    return [spec for _, spec in cfg.runtime.scheduled_faults()]
 
 
 class Supervisor:

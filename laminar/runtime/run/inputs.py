@@ -1,6 +1,7 @@
-"""A run's input files, checked before anything starts or is written: the model directory
-(``runtime.model.type = pretrained``) and the task file (``runtime.task.type = jsonl``).
-A bad one is a ``LaminarError`` naming the file (and line): exit code 2."""
+"""A run's inputs, checked before anything starts or is written: the model directory
+(``runtime.model.type = pretrained``) and the task file (``runtime.task.type = jsonl``); the
+cluster it joins (``runtime.address``). A bad one is a ``LaminarError`` naming the file (and
+line) or the setting: exit code 2."""
 
 from __future__ import annotations
 
@@ -18,3 +19,26 @@ def check_inputs(cfg: Any) -> None:
         from laminar.runtime.tasks.jsonl import load_rows
 
         load_rows(rt.task.path)
+
+
+def check_cluster(cfg: Any) -> None:
+    """The cluster the run joins, before anything is written: a Ray answers at
+    ``runtime.address`` (``AddressError``, bounded: ``laminar.runtime.run.address``), and a
+    ``kill-machine`` fault has machines to kill (an emulated cluster registered in this
+    process, ``laminar.runtime.faults.machines``). A LaminarError: exit code 2."""
+    from laminar.runtime.faults.machines import machines_for
+    from laminar.runtime.run.address import check_address
+    from laminar.runtime.run.ray_run import OFFLINE_ENV
+
+    address = cfg.runtime.address
+    check_address(address, OFFLINE_ENV)
+    kills = [s.text() for _, s in cfg.runtime.scheduled_faults() if s.kind == "kill-machine"]
+    if kills and machines_for(address) is None:
+        from laminar.errors import LaminarError
+
+        raise LaminarError(
+            f"runtime.faults.inject {kills[0]}: the cluster at runtime.address {address!r} has "
+            "no machines this process can kill (kill-machine needs an emulated cluster "
+            "registered with laminar.runtime.faults.machines.register, as tests and "
+            "benchmarks/bench_faults.py do)"
+        )

@@ -91,6 +91,15 @@ def ledger_problems(summary: dict) -> str:
     return ", ".join(bad)
 
 
+def skipped_faults(summary: dict) -> str:
+    """Empty when every scheduled fault happened; else each one that did not, with why (the
+    supervisor's ``skipped``: no such target at run time, or the run ended first). A fault
+    asked for and not carried out is a failed run, not a survived one (issue 32)."""
+    bad = [f"{f.get('spec', f['kind'])} ({f['skipped']})" for f in summary.get("faults", [])
+           if f.get("skipped")]  # fmt: skip
+    return "; ".join(bad)
+
+
 def summarize(cfg: LaminarConfig, result: dict) -> dict:
     """``summary.json``: every figure the issue asks for, plus what explains them."""
     steps, wall_s = result["steps"], result["wall_s"]
