@@ -79,10 +79,12 @@ def check_apart(
     """Refuse the output ``out`` when it is, holds or lies inside one of ``inputs`` (module
     docstring); ``inside_ok``: a new path, or the command's own previous output, inside an
     input directory is allowed."""
+    if "\x00" in str(out):
+        raise OutputError(f"{str(out)!r}: a path cannot hold a NUL character")
     target = resolved(out)
     for given in inputs:
-        if given is None or str(given) == "":
-            continue
+        if given is None or str(given) == "" or "\x00" in str(given):
+            continue  # no such file can exist (a NUL is refused where the input is read)
         src = resolved(given)
         if target == src or _same(out, given):
             why = "is"

@@ -161,12 +161,11 @@ def _train(args: argparse.Namespace) -> int:
 
     check_inputs(cfg)  # a bad model directory or task file: before any output exists
     check_cluster(cfg)  # no Ray at --address: a clear line within seconds, nothing written
-    if state is None:  # --out's rules (a foreign directory is refused) before any work
-        log = RunLog.create(out_target(args, f"train-{cfg.runtime.mode}"), cfg)
-    else:
-        log = RunLog.reopen(args.resume, cfg)
+    # --out's rules (a foreign directory, an input inside it are refused) before any work
+    target = out_target(args, f"train-{cfg.runtime.mode}", cfg) if state is None else None
     from laminar.runtime.run.driver import train  # Ray, torch: only once the output is sure
     from laminar.runtime.run.outputs import ledger_problems, skipped_faults, write_run_dir
+    log = RunLog.create(target, cfg) if state is None else RunLog.reopen(args.resume, cfg)
     out = str(log.out)
     done = len(state.steps) if state is not None else 0
     bar = _progress(cfg.workload.steps, done, disabled=args.no_progress)
@@ -186,13 +185,20 @@ def _train(args: argparse.Namespace) -> int:
             resume=state,
         )
     except (Terminated, KeyboardInterrupt, Exception) as e:
+        # before its first step: the previous run of --out comes back, untouched
+        restored = log.give_back()
         stop = _stop_signal(e)
         if stop is None:
             raise
         bar.close()
         why = "terminated" if isinstance(stop, Terminated) else "interrupted"
-        print(f"laminar train: {why}; go on with: laminar train --resume {out}", file=sys.stderr)
+        then = f"{out} holds the previous run again" if restored else ""
+        print(f"laminar train: {why}; {then or f'go on with: laminar train --resume {out}'}",
+              file=sys.stderr)  # fmt: skip
         return EXIT_TERMINATED if isinstance(stop, Terminated) else 130
+    except BaseException:  # SystemExit: Ray's own SIGTERM handler, set while it connects
+        log.give_back()
+        raise
     finally:
         bar.close()
         signal.signal(signal.SIGTERM, old)

@@ -23,6 +23,7 @@ from laminar.runfiles.sim import read_sim_faults, read_sim_table
 # The files of a ``laminar simulate`` / ``laminar replay`` run directory and the columns drawn
 # from each (``faults.csv`` is optional), read by ``laminar.runfiles.sim``.
 SIM_FILES = {name: tuple(spec) for name, spec in SIM_SPECS.items()}
+MAX_BINS = 10_000  # of a throughput-over-time figure
 
 
 @dataclass
@@ -49,6 +50,11 @@ def load_run(run_dir: str | Path) -> Run:
     tables = {name: read_sim_table(p, name) for name in SIM_FILES}
     if tables["summary.csv"].empty:
         raise RunDirError(f"{p / 'summary.csv'}: no system in it (an empty table)")
+    stepped = set(tables["steps.csv"]["system"])
+    lost = [s for s in tables["summary.csv"]["system"] if s not in stepped]
+    if lost:  # a summary of another run, or a damaged name: nothing to draw it from
+        raise RunDirError(f"{p / 'summary.csv'}: system {str(lost[0])[:40]!r} has no row in "
+                          "steps.csv (files of different runs?)")  # fmt: skip
     return Run(
         p,
         tables["summary.csv"],
@@ -251,6 +257,7 @@ def throughput_over_time(
     t = trajectories[trajectories["system"] == system]
     s = steps[steps["system"] == system].sort_values("end_s")
     end_s = float(np.nanmax([t["gen_end_s"].max(), s["end_s"].max()]))
+    bin_s = max(bin_s, end_s / MAX_BINS)  # a time far past the others: wider bins, not millions
     edges = np.arange(0.0, end_s + bin_s, bin_s)
     gen = _spread(
         t["gen_start_s"].to_numpy(dtype=float),

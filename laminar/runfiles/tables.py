@@ -147,6 +147,10 @@ def _numbers(column: pd.Series, check: Number, path: Path, name: str) -> pd.Seri
         got = column.iloc[row]
         raise file_error(path, f"expected {check.describe()}, got {_shown(got)}", row=row + 1,
                          column=name)  # fmt: skip
+    if column.dtype.kind in "iuf":
+        return column  # already numbers: kept as written (whole numbers stay integers)
+    if check.whole and np.isfinite(x).all():
+        return values.astype(np.int64)
     return values
 
 

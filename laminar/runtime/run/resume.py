@@ -4,21 +4,24 @@ The directory grows as the run goes, so a crash, SIGTERM or Ctrl-C of the driver
 everything up to the last step: ``config.yaml`` at the start, ``steps.csv`` and ``faults.json``
 after every step, and every ``runtime.checkpoint_every`` steps a checkpoint under
 ``checkpoints/step-NNNNNN/``: the trainer's state (``trainer``), the pools' state
-(``pools.pkl``: prompts handed out, partial responses, finished experience consumed or not) and
-``meta.json`` (step, version, run clock, events so far). A checkpoint directory appears whole
-(written hidden, then renamed) and ``checkpoints/LATEST`` names the newest one.
+(``pools.json``: prompts handed out, partial responses, finished experience consumed or not) and
+``meta.json`` (step, version, run clock, events so far, the pools' SHA-256). A checkpoint
+directory appears whole (written hidden, then renamed) and ``checkpoints/LATEST`` names the
+newest one (``laminar.runtime.run.ckptfiles`` writes and reads these files).
 
 ``laminar train --resume RUN_DIR`` reads the newest checkpoint back (:func:`load_resume`):
 steps after it are dropped and redone, the trainer continues from its state, in-progress
 trajectories of the checkpoint's version continue from their partial tokens and older ones
 restart from the prompt (recorded), and finished experience not yet consumed is consumed next.
+A resume that fails before its first step leaves the directory's files as they were (its
+``config.yaml``, with the new ``--set``, is written with that step), and so does a fresh run
+that replaces a previous one (:class:`RunLog`).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import pickle
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -27,9 +30,15 @@ from typing import Any
 
 import pandas as pd
 
-from laminar.config import LaminarConfig, write_resolved
+from laminar.config import LaminarConfig, dump_config
 from laminar.errors import LaminarError
+from laminar.runfiles.tables import RunDirError
+from laminar.runfiles.train import STEPS_NEED, read_steps
 from laminar.runtime.data.manager import as_ran
+from laminar.runtime.run import ckptfiles
+from laminar.runtime.run.ckptfiles import latest_checkpoint, read_meta, write_pools
+from laminar.runtime.run.previous import Previous
+from laminar.staging import MARKER, marker_entries
 
 KEEP_CHECKPOINTS = 2
 
@@ -47,43 +56,62 @@ class ResumeState:
 
 
 class RunLog:
-    """Writes the run directory while the run goes (:meth:`create` or :meth:`reopen`)."""
+    """Writes the run directory while the run goes (:meth:`create` or :meth:`reopen`).
 
-    def __init__(self, out: Path, cfg: LaminarConfig, keep: set[str]):
+    Until the run's first step is done nothing it replaces is lost: a fresh run holds the
+    previous run of ``--out`` aside (:class:`~laminar.runtime.run.previous.Previous`), a
+    resumed one leaves ``config.yaml`` and the marker as they were (:meth:`started`), so a
+    failed start gives the directory back as it was (:meth:`give_back`)."""
+
+    def __init__(
+        self, out: Path, cfg: LaminarConfig, keep: set[str], *, previous: Previous | None = None
+    ):
         self.out = out
+        self.cfg = cfg
         self.keep = keep  # entries that were there and are not ours (a --force merge)
+        self.previous = previous
         self.ckpt_root = self.out / "checkpoints"
-        self.ckpt_root.mkdir(exist_ok=True)
-        write_resolved(as_ran(cfg), self.out)  # the bound repack runs with
-        self.mark()
+        self.pending = previous is None  # a resumed run: config and marker wait (started)
+        if not self.pending:
+            self.ckpt_root.mkdir(exist_ok=True)
+            self._write_config()
+            self.mark()
 
     @classmethod
     def create(cls, target: Any, cfg: LaminarConfig) -> RunLog:
         """A fresh run into ``target`` (``laminar.rundir.prepare_out``'s verdict): a previous
-        Laminar run there is removed, a foreign directory (``--force``) keeps its files."""
-        out = Path(target.path)
-        if target.mode == "replace":
-            old = out.parent / f".{out.name}.old-{os.getpid()}-{time.monotonic_ns()}"
-            out.rename(old)
-            _remove(old)
-        for name in getattr(target, "old_entries", ()):  # a previous run's, in a merge
-            _remove(out / name)
-        out.mkdir(parents=True, exist_ok=True)
-        keep = {p.name for p in out.iterdir()}
-        return cls(out, cfg, keep)
+        Laminar run there is set aside until this one's first step (then removed), a foreign
+        directory (``--force``) keeps its files."""
+        previous = Previous.set_aside(target)
+        return cls(previous.out, cfg, set(previous.keep), previous=previous)
 
     @classmethod
     def reopen(cls, run_dir: str | Path, cfg: LaminarConfig) -> RunLog:
-        """The directory of an interrupted run, to go on writing (``--resume``)."""
-        from laminar.rundir import MARKER
-
+        """The directory of an interrupted run, to go on writing (``--resume``); nothing in it
+        changes until the resumed run has done a step (:meth:`started`)."""
         out = Path(run_dir)
-        try:
-            ours = set(json.loads((out / MARKER).read_text()).get("entries", []))
-        except (OSError, ValueError, AttributeError):
-            ours = set()
+        ours = set(marker_entries(out))
         keep = {p.name for p in out.iterdir()} - ours - {MARKER}
         return cls(out, cfg, keep)
+
+    def started(self) -> None:
+        """The run has done a step: the run it replaces goes, a resumed run's config (with its
+        ``--set`` and ``--steps``) and marker are written."""
+        if self.previous is not None:
+            self.previous.drop()
+        if self.pending:
+            self.pending = False
+            self._write_config()
+            self.mark()
+
+    def give_back(self) -> bool:
+        """The run failed before its first step: the previous run of ``--out`` is put back as
+        it was (True), or there was none (False)."""
+        return self.previous is not None and self.previous.give_back()
+
+    def _write_config(self) -> None:
+        text = dump_config(as_ran(self.cfg))  # the bound repack runs with
+        _atomic(self.out / "config.yaml", lambda p: p.write_text(text))
 
     def mark(self) -> None:
         """The marker of a Laminar run directory (``laminar.rundir``), listing what this run
@@ -102,10 +130,13 @@ class RunLog:
         _atomic(self.out / MARKER, lambda p: p.write_text(text))
 
     def write_steps(self, rows: list[dict]) -> None:
+        self.started()
         _atomic(self.out / "steps.csv", lambda p: pd.DataFrame(rows).to_csv(p, index=False))
         self.mark()
 
     def write_faults(self, faults: list[dict]) -> None:
+        if self.pending:  # a resumed run's faults so far are written with its first step
+            return
         text = json.dumps(faults, indent=2, default=str) + "\n"
         _atomic(self.out / "faults.json", lambda p: p.write_text(text))
 
@@ -120,8 +151,9 @@ class RunLog:
         version_ref = a.trainer.save_checkpoint.remote(str(tmp / "trainer"))
         pools = read_pools(a)
         ray.get(version_ref)
-        (tmp / "pools.pkl").write_bytes(pickle.dumps(pools))
-        (tmp / "meta.json").write_text(json.dumps({**meta, "step": step}, default=str) + "\n")
+        digest = write_pools(tmp, pools)
+        meta = {**meta, "step": step, "pools_sha256": digest}
+        (tmp / "meta.json").write_text(json.dumps(meta, default=str) + "\n")
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         _atomic(self.ckpt_root / "LATEST", lambda p: p.write_text(final.name + "\n"))
@@ -130,7 +162,10 @@ class RunLog:
         return final
 
     def latest_trainer_checkpoint(self) -> str | None:
-        d = latest_checkpoint(self.out)
+        try:
+            d = latest_checkpoint(self.out)
+        except LaminarError:  # a LATEST that names nothing: no checkpoint to restart from
+            return None
         return str(d / "trainer") if d is not None else None
 
 
@@ -146,18 +181,10 @@ def read_pools(a: Any) -> dict:
     return {"partial": partial, "buffer": buffer, "prompts": prompts}
 
 
-def latest_checkpoint(run_dir: str | Path) -> Path | None:
-    root = Path(run_dir) / "checkpoints"
-    try:
-        name = (root / "LATEST").read_text().strip()
-    except OSError:
-        return None
-    d = root / name
-    return d if d.is_dir() else None
-
-
 def load_resume(run_dir: str | Path) -> tuple[LaminarConfig, ResumeState]:
-    """The config and newest checkpoint of a run directory; a clear error if there is none."""
+    """The config and newest checkpoint of a run directory, every file through its checked
+    reader (``laminar.runfiles``, :mod:`laminar.runtime.run.ckptfiles`); a clear error if
+    there is none or one is damaged."""
     from laminar.config import load_config
 
     run_dir = Path(run_dir)
@@ -170,13 +197,14 @@ def load_resume(run_dir: str | Path) -> tuple[LaminarConfig, ResumeState]:
             f"{run_dir}: no checkpoint to resume from (checkpoints/LATEST missing; the run "
             "stopped before its first checkpoint, or runtime.checkpoint_every is 0)"
         )
-    meta = json.loads((d / "meta.json").read_text())
-    pools = pickle.loads((d / "pools.pkl").read_bytes())
+    meta = read_meta(d)
+    pools = ckptfiles.read_pools(d, meta)
     step = int(meta["step"])
-    rows: list[dict] = []
-    if (run_dir / "steps.csv").is_file() and (run_dir / "steps.csv").stat().st_size:
-        frame = pd.read_csv(run_dir / "steps.csv")
-        rows = [r for r in frame.to_dict("records") if int(r["step"]) <= step]
+    frame = read_steps(run_dir, need=(*STEPS_NEED, "wait_s"))
+    rows = [] if frame is None else [r for r in frame.to_dict("records") if r["step"] <= step]
+    if len(rows) != step + 1:
+        raise RunDirError(f"{run_dir / 'steps.csv'}: holds {len(rows)} of the {step + 1} steps "
+                          f"up to the checkpoint's (step {step})")  # fmt: skip
     return cfg, ResumeState(step, str(d / "trainer"), pools, meta, rows)
 
 
@@ -198,13 +226,6 @@ def orphans_to_resume(state: ResumeState, group_of: Any, n: int, max_tokens: int
             fresh = group_of(pid).trajectories(-1, max_tokens, time.time())
             missing += [fresh[i] for i in lost]
     return pending + missing
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        path.unlink(missing_ok=True)
 
 
 def _atomic(path: Path, write: Any) -> None:
