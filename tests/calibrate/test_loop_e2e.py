@@ -18,6 +18,7 @@ import pytest
 
 from laminar.cli import main
 from laminar.config import load_config
+from tests.runtime.test_train_e2e import warmup_sets
 
 pytestmark = pytest.mark.slow
 
@@ -25,9 +26,7 @@ pytestmark = pytest.mark.slow
 def test_calibrate_simulate_compare(tmp_path, capsys):
     run = tmp_path / "run"
     sets = ["workload.prompts_per_step=4", "workload.samples_per_prompt=4", "runtime.max_batch=16",
-            "runtime.rollouts=1", "runtime.eval_prompts=0", "runtime.warmup.steps=30",
-            "runtime.warmup.batch=32",
-            f"runtime.warmup.cache_dir={tmp_path / 'cache'}"]  # fmt: skip
+            "runtime.rollouts=1", "runtime.eval_prompts=0", *warmup_sets(tmp_path)]  # fmt: skip
     args = ["train", "--preset", "tiny-cpu", "--steps", "16", "--no-progress", "--out", str(run)]
     assert main([*args, *(x for kv in sets for x in ("--set", kv))]) == 0
     for name in ("engine_steps.csv", "trainer_steps.csv", "weight_loads.csv", "machine.json"):

@@ -12,6 +12,7 @@ import pytest
 
 from laminar.cli import main
 from laminar.traces import read_trace
+from tests.runtime.test_train_e2e import warmup_sets
 
 pytestmark = pytest.mark.slow
 
@@ -26,9 +27,7 @@ def test_train_laminar_through_the_relay_tier(tmp_path):
         "workload.prompts_per_step=4",
         "workload.samples_per_prompt=4",
         "runtime.max_batch=16",
-        "runtime.warmup.steps=30",
-        "runtime.warmup.batch=32",
-        f"runtime.warmup.cache_dir={tmp_path / 'cache'}",
+        *warmup_sets(tmp_path),
     ):
         args += ["--set", kv]
     assert main(args) == 0

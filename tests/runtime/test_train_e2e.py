@@ -38,8 +38,19 @@ SUMMARY_KEYS = {
 }
 
 
+def warmup_sets(tmp_path: Path) -> list[str]:
+    """The one warm-up every end-to-end run starts from, cached for the whole test session
+    (``tmp_path.parent`` is the session's base directory; the cache is keyed by the warm-up's
+    settings, so one entry serves every run of the tiny-cpu preset)."""
+    return [
+        "runtime.warmup.steps=30",
+        "runtime.warmup.batch=32",
+        f"runtime.warmup.cache_dir={tmp_path.parent / 'warmup-cache'}",
+    ]
+
+
 def _small(tmp_path: Path, mode: str, steps: int, *extra: str) -> list[str]:
-    sets = [x for kv in extra for x in ("--set", kv)]
+    sets = [x for kv in (*warmup_sets(tmp_path), *extra) for x in ("--set", kv)]
     return [
         "train",
         "--preset",
@@ -57,12 +68,6 @@ def _small(tmp_path: Path, mode: str, steps: int, *extra: str) -> list[str]:
         "workload.samples_per_prompt=4",
         "--set",
         "runtime.max_batch=16",
-        "--set",
-        "runtime.warmup.steps=30",
-        "--set",
-        "runtime.warmup.batch=32",
-        "--set",
-        f"runtime.warmup.cache_dir={tmp_path / 'cache'}",
         *sets,
     ]
 

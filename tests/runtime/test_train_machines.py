@@ -8,6 +8,7 @@ import pytest
 from laminar.config import load_config
 from laminar.runtime.run.driver import train
 from laminar.runtime.run.outputs import summarize
+from tests.runtime.test_train_e2e import warmup_sets
 
 pytestmark = pytest.mark.slow
 
@@ -24,9 +25,7 @@ def test_train_on_two_machines_loads_weights_from_each_machines_relay(machines, 
             "workload.samples_per_prompt=4",
             "runtime.max_batch=16",
             "runtime.eval_prompts=0",
-            "runtime.warmup.steps=20",
-            "runtime.warmup.batch=32",
-            f"runtime.warmup.cache_dir={tmp_path / 'cache'}",
+            *warmup_sets(tmp_path),
         ],
     )
     result = train(cfg, on_step=lambda m: None)
