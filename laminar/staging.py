@@ -165,7 +165,8 @@ def prepare_file_out(
     """Check that the file ``path`` can be written (an existing file is replaced, a directory
     refused), before any work; :class:`OutputError` otherwise. It may not be, nor lie inside,
     one of the command's ``inputs`` (``laminar.guard``), nor with ``outside_run_dirs`` lie
-    inside any Laminar run directory (a cost file written into a run would make it foreign)."""
+    inside any Laminar run directory (a run directory holds what its command wrote: a file
+    written into one would replace one of its files, or make it foreign)."""
     if "\x00" in str(path):
         raise OutputError(f"{str(path)!r}: a path cannot hold a NUL character")
     out = Path(path)

@@ -53,7 +53,7 @@ def _relay(args: argparse.Namespace) -> int:
     if args.repeats < 1:
         raise LaminarError("--repeats must be at least 1")
     if args.out:
-        prepare_file_out(args.out)  # before minutes of benchmark, not after
+        prepare_file_out(args.out, outside_run_dirs=True)  # before minutes of work, not after
     bench = RelayBench(
         args.relays,
         args.mbytes << 20,

@@ -80,7 +80,7 @@ def _show(args: argparse.Namespace) -> int:
     if args.plot:
         from laminar.rundir import prepare_file_out
 
-        prepare_file_out(args.plot, inputs=[args.file])
+        prepare_file_out(args.plot, inputs=[args.file], outside_run_dirs=True)
     df = read_trace(args.file, max_response_len=args.max_response_len)
     print(f"trace: {args.file}")
     print(format_stats(trace_stats(df)))
@@ -103,7 +103,7 @@ def _synth(args: argparse.Namespace) -> int:
         raise LaminarError("trace synth needs PRESET and -o FILE (or --list)")
     from laminar.rundir import prepare_file_out
 
-    prepare_file_out(args.output)
+    prepare_file_out(args.output, outside_run_dirs=True)
     df = synthesize(
         args.preset,
         steps=args.steps,

@@ -96,6 +96,21 @@ def test_calibrate_over_its_input_through_a_link_is_refused(place, capsys):
     assert tree(place) == before
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["trace", "synth", "dapo-math", "-o", "train/trajectories.parquet"],
+        ["trace", "synth", "dapo-math", "-o", "train/profile/new.csv"],
+        ["trace", "show", "train/trajectories.parquet", "--plot", "train/trajectories.parquet"],
+        ["trace", "show", "train/trajectories.parquet", "--plot", "lengths.png/../train/x.png"],
+    ],
+)
+def test_a_single_file_output_never_lands_in_a_run_directory(place, capsys, args):
+    before = tree(place)
+    _refused(capsys, args)
+    assert tree(place) == before
+
+
 @pytest.mark.parametrize("force", [[], ["--force"]])
 def test_simulate_never_replaces_a_training_run(place, capsys, force):
     before = tree(place)
