@@ -193,3 +193,40 @@ def test_many_damaged_runs(fixtures, data):
         _resume(data, fixtures["train"])
     else:
         _forge(data, fixtures["train"])
+
+
+# sessions.json: what --resume would kill and remove ----------------------------------------------
+
+HOSTILE_SESSIONS = [
+    [{"run_id": "", "ended": False}],  # would mark every process with "laminar-" in its environment
+    [{"run_id": "0123456789/../../..", "ended": False}],  # a path outside the scratch roots
+    [{"run_id": 7}],
+    {"run_id": "0123456789"},
+    "fifo",
+]
+
+
+@pytest.mark.parametrize("rows", HOSTILE_SESSIONS, ids=["empty", "dotdot", "number", "object",
+                                                        "fifo"])  # fmt: skip
+def test_resume_refuses_a_sessions_file_it_did_not_write(fixtures, tmp_path, monkeypatch, capsys,
+                                                         rows):  # fmt: skip
+    import os
+
+    from laminar.runtime.run import driver
+    from tests.hostile.rundirs import tree
+
+    def never(*args, **kwargs):
+        raise AssertionError("the driver started")
+
+    monkeypatch.setattr(driver, "train", never)
+    run = shutil.copytree(fixtures["train"], tmp_path / "run")
+    if rows == "fifo":
+        os.mkfifo(run / "sessions.json")
+    else:
+        (run / "sessions.json").write_text(json.dumps(rows))
+    before = tree(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--resume", "run"]) == 2
+    err = capsys.readouterr().err
+    assert "sessions.json" in err and err.count("\n") == 1, err
+    assert tree(tmp_path) == before

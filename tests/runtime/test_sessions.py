@@ -18,22 +18,22 @@ from laminar.runtime.cluster.nodes import SCRATCH_ROOT_ENV, SHM_ROOT_ENV
 
 
 def test_a_session_is_stale_until_it_ends_and_a_live_one_is_refused(tmp_path):
-    sessions.begin(tmp_path, "aaa")
-    assert [r["run_id"] for r in sessions.stale(tmp_path)] == ["aaa"]
+    sessions.begin(tmp_path, "aaaaaaaaaa")
+    assert [r["run_id"] for r in sessions.stale(tmp_path)] == ["aaaaaaaaaa"]
     with pytest.raises(LaminarError, match=f"pid {os.getpid()}"):
         sessions.check_not_running(tmp_path)  # this very process is its driver
-    sessions.end(tmp_path, "aaa")
+    sessions.end(tmp_path, "aaaaaaaaaa")
     assert sessions.stale(tmp_path) == []
     sessions.check_not_running(tmp_path)
     # a killed driver: its pid is gone (or reused by another process: other start time)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    sessions.begin(tmp_path, "bbb")
+    sessions.begin(tmp_path, "bbbbbbbbbb")
     rows = sessions.read_sessions(tmp_path)
     rows[-1].update(pid=dead.pid)
     (tmp_path / sessions.SESSIONS).write_text(json.dumps(rows))
     sessions.check_not_running(tmp_path)
-    assert [r["run_id"] for r in sessions.stale(tmp_path)] == ["bbb"]
+    assert [r["run_id"] for r in sessions.stale(tmp_path)] == ["bbbbbbbbbb"]
 
 
 def test_what_a_killed_session_left_is_removed(tmp_path, monkeypatch):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
 import time
 from pathlib import Path
@@ -25,12 +26,29 @@ from laminar.errors import LaminarError
 SESSIONS = "sessions.json"
 
 
+# A session's run id (``ray_run``: ``uuid4().hex[:10]``). It names directories to remove and
+# marks processes to kill, so a run directory from elsewhere must not choose it: an empty id
+# would mark every process with "laminar-" in its environment, "x/../.." a path outside.
+RUN_ID = re.compile(r"[0-9a-f]{10}")
+
+
 def read_sessions(run_dir: str | Path) -> list[dict]:
-    try:
-        rows = json.loads((Path(run_dir) / SESSIONS).read_text())
-    except (OSError, ValueError):
+    """The sessions recorded in ``run_dir`` (none without ``sessions.json``), read with bounds;
+    a row this code did not write is an error naming the file (exit 2), never acted on."""
+    from laminar.inputfile import InputFileError, load_json
+
+    path = Path(run_dir) / SESSIONS
+    if not path.exists():
         return []
-    return rows if isinstance(rows, list) else []
+    rows = load_json(path, kind="driver sessions (sessions.json)", max_bytes=16 << 20)
+    if not isinstance(rows, list):
+        raise InputFileError(path, "expected a list of sessions")
+    for i, row in enumerate(rows):
+        ok = isinstance(row, dict) and isinstance(row.get("run_id"), str)
+        if not ok or not RUN_ID.fullmatch(row["run_id"]):
+            shown = str(row.get("run_id") if isinstance(row, dict) else row)[:40]
+            raise InputFileError(path, f"session {i + 1}: {shown!r} is not a session's run id")
+    return rows
 
 
 def _write(run_dir: Path, rows: list[dict]) -> None:
