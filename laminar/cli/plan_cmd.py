@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from laminar.cli.common import (
     out_target,
 )
 from laminar.errors import ConfigError
+from laminar.plan.checks import MAX_POINTS, MAX_POINTS_CEILING
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,24 +28,27 @@ def register(sub: argparse._SubParsersAction) -> None:
         "repack with an analytic screen, short simulations, then full ones for the best few. "
         "Writes plan.csv (every point, why rejected), pareto.csv, best.yaml (runnable by "
         "laminar simulate / train) and pareto.png; prints the best points and their "
-        "bottleneck. Lists are comma-separated.",
+        "bottleneck. Lists are comma-separated. Without its flag, an axis takes the value a "
+        "--set gives its key (if any). A grid of more than --max-points points is refused "
+        "before any work.",
     )
     add_config_args(p)
     add_out_args(p, "runs/plan-<time>")
     g = p.add_argument_group("what to search")
     g.add_argument("--gpus", metavar="LIST", help="GPU counts (default: cluster.gpus)")
-    g.add_argument("--systems", metavar="LIST", default="all",
-                   help="systems to compare (default: all)")  # fmt: skip
+    g.add_argument("--systems", metavar="LIST",
+                   help="systems to compare, or 'all' (default: all)")  # fmt: skip
     g.add_argument("--trainer-fractions", metavar="LIST",
                    help="trainer shares of the machines, rounded to whole machines "
                    "(default: 0.125,0.25,...,0.875)")  # fmt: skip
     g.add_argument("--tp", metavar="LIST", help="rollout TP degrees (default: 1,2,4,8)")
     g.add_argument("--max-batch", metavar="LIST", help="sim.max_batch values (default: "
                    "64,128,256)")  # fmt: skip
-    g.add_argument("--repack", choices=("both", "on", "off"), default="both",
+    g.add_argument("--repack", choices=("both", "on", "off"),
                    help="repack settings for systems that have it (default: both)")  # fmt: skip
     g.add_argument("--vary", metavar="KEY=V1,V2", action="append", default=[],
-                   help="vary any other config field too (repeatable)")  # fmt: skip
+                   help="vary any other config field too (repeatable, one --vary a key; not a "
+                   "key the flags above vary)")  # fmt: skip
     h = p.add_argument_group("how to search")
     arg = h.add_argument
     arg("--short-steps", type=int_in(2, 1_000_000), default=4,
@@ -60,9 +65,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="local worker processes (default: the CPU count)")
     arg("--address", help="run the simulations on a Ray cluster at this address ('auto': the "
         "one this machine is in; 'local': start one here)")
-    arg("--cache-dir", metavar="DIR",
-        help="result cache (default: $XDG_CACHE_HOME/laminar/plan, i.e. ~/.cache/laminar/plan)")
-    arg("--no-cache", action="store_true", help="simulate every point anew")
+    arg("--max-points", type=int_in(1, MAX_POINTS_CEILING), default=MAX_POINTS,
+        help=f"refuse a grid of more points (default {MAX_POINTS:,}; a refusal names the count "
+        "and a rough CPU time)")
+    cache = h.add_mutually_exclusive_group()
+    cache.add_argument("--cache-dir", metavar="DIR",
+                       help="result cache (default: $XDG_CACHE_HOME/laminar/plan, i.e. "
+                       "~/.cache/laminar/plan); entries are checked when read")  # fmt: skip
+    cache.add_argument("--no-cache", action="store_true", help="simulate every point anew")
     arg("--gpu-hour-price", type=float_in(1e-9, 1e9), metavar="USD",
         help="price of a GPU-hour: adds USD per million train tokens and a cost Pareto front")
     arg("--show", type=int_in(0, 100_000), default=10,
@@ -71,13 +81,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _plan(args: argparse.Namespace) -> int:
+    from laminar.cli.plan_args import space_from_args, validate_space
     from laminar.plan import PlanOptions, run_plan, top_table, write_plan_into
-    from laminar.plan.evaluate import default_cache_dir
+    from laminar.plan.checks import check_bound
+    from laminar.plan.search import check_plan
     from laminar.rundir import staged_output
 
     base = config_from_args(args)
     space = space_from_args(args, base)
-    cache = None if args.no_cache else Path(args.cache_dir or default_cache_dir())
     opts = PlanOptions(
         short_steps=args.short_steps,
         short_warmup=args.short_warmup,
@@ -85,92 +96,53 @@ def _plan(args: argparse.Namespace) -> int:
         top=args.top,
         jobs=args.jobs,
         address=args.address,
-        cache_dir=cache,
         gpu_hour_price=args.gpu_hour_price,
+        max_points=args.max_points,
     )
+    check_bound(base, space, opts.max_points, opts.short_steps)  # before validating values
+    validate_space(space, base, args)
+    check_plan(base, space, opts)
+    if args.address is not None:
+        from laminar.plan.executors import check_address
+
+        check_address(args.address)
     target = out_target(args, "plan", base)  # checked before any work
+    opts = dataclasses.replace(opts, cache_dir=_cache_dir(args, target.path))
     # Staged before the search: SIGINT/SIGTERM during it leave nothing behind.
     with staged_output(target) as stage:
         result = run_plan(base, space, opts)
         write_plan_into(result, stage)
     print(top_table(result, args.show))
-    m = result.meta
-    print(f"\n{m['simulated_short']} short and {m['simulated_full']} full simulations, "
-          f"{m['cache_hits']} from the cache ({m['cache_dir'] or 'off'}), {m['wall_s']:.1f} s")
+    print(_footer(result.meta))
     if result.best is None:
         print("no point could be simulated: see the reasons in plan.csv")
     print(f"plan directory: {target.path}")
     return 0
 
 
-def space_from_args(args: argparse.Namespace, base):
-    """The :class:`~laminar.plan.SearchSpace` the arguments describe (errors name the flag)."""
-    from laminar.plan import SearchSpace
-    from laminar.plan.space import DEFAULT_FRACTIONS, DEFAULT_MAX_BATCHES, DEFAULT_TPS
-    from laminar.sim.registry import all_systems
+def _cache_dir(args: argparse.Namespace, out: Path) -> Path | None:
+    """The checked cache directory (``laminar.plan.cache.prepare_cache_dir``); never inside
+    the plan directory, which a rerun replaces, nor holding it."""
+    from laminar.guard import resolved
+    from laminar.plan.cache import default_cache_dir, prepare_cache_dir
 
-    systems = _names(args.systems, "--systems")
-    if "all" in systems:
-        systems = list(all_systems())
-    fractions = _numbers(args.trainer_fractions, "--trainer-fractions", float, DEFAULT_FRACTIONS)
-    if any(not 0 < f < 1 for f in fractions):
-        raise ConfigError("laminar plan", "--trainer-fractions", "each must be between 0 and 1")
-    space = SearchSpace(
-        gpus=_numbers(args.gpus, "--gpus", int, (base.cluster.gpus,)),
-        systems=tuple(systems),
-        trainer_fractions=fractions,
-        rollout_tps=_numbers(args.tp, "--tp", int, DEFAULT_TPS),
-        max_batches=_numbers(args.max_batch, "--max-batch", int, DEFAULT_MAX_BATCHES),
-        repack={"both": (True, False), "on": (True,), "off": (False,)}[args.repack],
-        extra=dict(_vary(v, base) for v in args.vary),
-    )
-    for flag, values in (("--gpus", space.gpus), ("--tp", space.rollout_tps),
-                         ("--max-batch", space.max_batches)):  # fmt: skip
-        if any(v < 1 for v in values):
-            raise ConfigError("laminar plan", flag, "values must be positive")
-    for gpus in space.gpus:  # a GPU count the config cannot take fails here, not per point
-        _validate(base, "cluster.gpus", gpus, f"--gpus {args.gpus}")
-    return space
+    if args.no_cache:
+        return None
+    explicit = args.cache_dir is not None
+    if explicit and not args.cache_dir.strip():
+        raise ConfigError("laminar plan", "--cache-dir", "expected a directory, got ''")
+    path = Path(args.cache_dir) if explicit else default_cache_dir()
+    if "\x00" not in str(path):
+        a, b = resolved(path), resolved(out)
+        if a == b or b in a.parents or a in b.parents:
+            raise ConfigError("laminar plan", "--cache-dir" if explicit else "--out",
+                              f"the cache {path} and the plan directory {out} must not lie "
+                              "inside one another")  # fmt: skip
+    return prepare_cache_dir(path, explicit=explicit)
 
 
-def _validate(base, key: str, value, source: str) -> None:
-    """Raise ConfigError (naming ``source``) unless ``base`` with ``key = value`` validates."""
-    from laminar.config.loader import apply_override, validate
-
-    data = base.model_dump(mode="json")
-    apply_override(data, key.split("."), value, f"{key}={value}")
-    validate(data, source, {})
-
-
-def _names(text: str, flag: str) -> list[str]:
-    names = [s.strip() for s in text.split(",") if s.strip()]
-    if not names:
-        raise ConfigError("laminar plan", flag, "expected a comma-separated list")
-    return list(dict.fromkeys(names))
-
-
-def _numbers(text: str | None, flag: str, kind, default) -> tuple:
-    if text is None:
-        return tuple(default)
-    try:
-        values = [kind(s) for s in _names(text, flag)]
-    except ValueError:
-        what = "integers" if kind is int else "numbers"
-        msg = f"expected comma-separated {what}, got {text!r}"
-        raise ConfigError("laminar plan", flag, msg) from None
-    return tuple(dict.fromkeys(values))
-
-
-def _vary(text: str, base) -> tuple[str, tuple]:
-    """``KEY=V1,V2`` -> (KEY, values); the key and every value must validate on ``base``."""
-    import yaml
-
-    key, sep, raw = text.partition("=")
-    key = key.strip()
-    if not sep or not key or not raw.strip():
-        msg = "expected KEY=V1,V2,..., e.g. sim.kv_watermark=0.01,0.05"
-        raise ConfigError(f"--vary {text}", "", msg)
-    values = tuple(yaml.safe_load(v) for v in raw.split(","))
-    for v in values:
-        _validate(base, key, v, f"--vary {text}")
-    return key, values
+def _footer(m: dict) -> str:
+    dup = f"; {m['duplicates']} duplicate points" if m["duplicates"] else ""
+    return (f"\n{m['simulated_short']} short and {m['simulated_full']} full simulations: "
+            f"{m['simulations_run']} run, {m['cache_hits']} from the cache "
+            f"({m['cache_dir'] or 'off'}){dup}; {m['wall_s']:.1f} s")  # fmt: skip

@@ -13,18 +13,25 @@ one simulation, cached by config hash), ``outputs`` writes ``plan.csv``, ``paret
     write_plan(result, "runs/plan")
 """
 
-from laminar.plan.outputs import best_yaml, pareto_frame, top_table, write_plan, write_plan_into
-from laminar.plan.search import PlanOptions, PlanResult, run_plan
-from laminar.plan.space import SearchSpace
+import importlib
 
-__all__ = [
-    "PlanOptions",
-    "PlanResult",
-    "SearchSpace",
-    "best_yaml",
-    "pareto_frame",
-    "run_plan",
-    "top_table",
-    "write_plan",
-    "write_plan_into",
-]
+_HOMES = {
+    "PlanOptions": "laminar.plan.search",
+    "PlanResult": "laminar.plan.search",
+    "run_plan": "laminar.plan.search",
+    "SearchSpace": "laminar.plan.space",
+    "best_yaml": "laminar.plan.outputs",
+    "pareto_frame": "laminar.plan.outputs",
+    "top_table": "laminar.plan.outputs",
+    "write_plan": "laminar.plan.outputs",
+    "write_plan_into": "laminar.plan.outputs",
+}
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    # Imported on first use: the CLI reads the plan's bounds (``laminar.plan.checks``) while
+    # building its parser, and ``laminar --help`` must not wait for pandas.
+    if name in _HOMES:
+        return getattr(importlib.import_module(_HOMES[name]), name)
+    raise AttributeError(f"module 'laminar.plan' has no attribute {name!r}")

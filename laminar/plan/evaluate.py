@@ -1,26 +1,16 @@
-"""One simulation of a plan point, and the cache of their results by config hash.
+"""One simulation of a plan point (what a worker runs), and what limits it.
 
 :func:`evaluate` is what a worker runs (a local process or a Ray task): it takes a config as a
 plain mapping, simulates it in summary-only mode and returns plain figures, so nothing but
 JSON crosses a process boundary. A config error (a point the simulator refuses) is a result
-too: the point is rejected with the message as its reason.
-
-The cache key is a hash of the resolved config and of the simulator's own files (its code,
-the cost data, the presets), so a rerun of a plan is instant and a changed simulator never
-reuses an old answer. The cache lives in ``$XDG_CACHE_HOME/laminar/plan`` (default
-``~/.cache/laminar/plan``) unless ``laminar plan --cache-dir`` says otherwise.
+too: the point is rejected with the message as its reason. A simulator failure (a bug) is one
+as well, marked ``failed``, so one bad point does not stop a plan of hundreds. Results are
+cached by ``laminar.plan.cache``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import tempfile
-from pathlib import Path
 from typing import Any
-
-import laminar
 
 FIGURES = (
     "train_tokens_per_s",
@@ -34,15 +24,14 @@ FIGURES = (
     "step_time_s_mean",
 )
 COUNTS = ("trainer_gpus", "replicas", "steps")
-
-# Parts of the package whose change can change a simulation's result.
-_FINGERPRINT_DIRS = ("sim", "policy", "traces", "config", "data", "presets", "specs")
+SHARES = ("wait_frac", "train_frac", "stall_frac")
+"""Shares of the trainer's step time: waiting for data, training, handing weights over."""
 
 
 def evaluate(config: dict[str, Any]) -> dict[str, Any]:
-    """Simulate ``config`` (a ``LaminarConfig.model_dump``): summary figures, the share of the
-    trainer's step time spent waiting for data, training and handing weights over, or
-    ``{"ok": False, "reason": ...}`` when the simulator refuses the config."""
+    """Simulate ``config`` (a ``LaminarConfig.model_dump``): the system and GPU count it ran
+    (from the summary), summary figures, :data:`SHARES`; or ``{"ok": False, "reason": ...}``
+    when the simulator refuses the config (``"failed": True`` too when it broke)."""
     from laminar.config import LaminarConfig
     from laminar.errors import LaminarError
     from laminar.sim import simulate
@@ -50,10 +39,18 @@ def evaluate(config: dict[str, Any]) -> dict[str, Any]:
     try:
         cfg = LaminarConfig.model_validate(config)
         result = simulate(cfg, summary_only=True)
+        return _figures(result)
     except LaminarError as e:
         return {"ok": False, "reason": str(e)}
+    except Exception as e:  # a simulator bug: the point says what broke, the plan goes on
+        why = f"{type(e).__name__}: {e}"[:2000]
+        return {"ok": False, "failed": True, "reason": f"the simulator failed ({why}); "
+                "this is a bug in laminar, please report it"}  # fmt: skip
+
+
+def _figures(result) -> dict[str, Any]:
     row = result.summary.iloc[0]
-    out: dict[str, Any] = {"ok": True}
+    out: dict[str, Any] = {"ok": True, "system": str(row["system"]), "gpus": int(row["gpus"])}
     for name in FIGURES:
         v = row[name]
         out[name] = None if v != v else float(v)  # NaN (a run cut short) -> None
@@ -63,8 +60,7 @@ def evaluate(config: dict[str, Any]) -> dict[str, Any]:
     steps = result.steps
     win = steps[steps["step"] >= int(row["warmup_steps"])]  # ``auto`` resolved by the run
     total = float((win["end_s"] - win["start_s"] + win["data_wait_s"]).sum())
-    for key, col in (("wait_frac", "data_wait_s"), ("train_frac", "train_s"),
-                     ("stall_frac", "actor_stall_s")):  # fmt: skip
+    for key, col in zip(SHARES, ("data_wait_s", "train_s", "actor_stall_s"), strict=True):
         out[key] = float(win[col].sum()) / total if total > 0 else None
     return out
 
@@ -81,57 +77,3 @@ def bottleneck(result: dict[str, Any]) -> str:
     }
     parts = {k: v for k, v in parts.items() if v is not None}
     return max(parts, key=parts.get) if parts else ""
-
-
-def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "laminar" / "plan"
-
-
-def code_fingerprint() -> str:
-    """A hash of the files a simulation's result depends on (and of the package version)."""
-    root = Path(laminar.__file__).parent
-    h = hashlib.sha256(laminar.__version__.encode())
-    for d in _FINGERPRINT_DIRS:
-        for p in sorted((root / d).rglob("*")) if (root / d).is_dir() else []:
-            if p.is_file() and p.suffix in (".py", ".json", ".yaml", ".csv"):
-                h.update(str(p.relative_to(root)).encode())
-                h.update(p.read_bytes())
-    return h.hexdigest()
-
-
-class ResultCache:
-    """Results by config hash, one JSON file each (``None`` directory: no cache)."""
-
-    def __init__(self, directory: Path | None, fingerprint: str):
-        self.dir = directory
-        self.fingerprint = fingerprint
-        self.hits = 0
-        self.misses = 0
-
-    def key(self, config: dict[str, Any]) -> str:
-        text = json.dumps(config, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256((self.fingerprint + text).encode()).hexdigest()
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        if self.dir is None:
-            self.misses += 1
-            return None
-        path = self.dir / key[:2] / f"{key}.json"
-        try:
-            out = json.loads(path.read_text())
-        except (OSError, ValueError):  # absent, or torn by a crash: simulate again
-            self.misses += 1
-            return None
-        self.hits += 1
-        return out
-
-    def put(self, key: str, result: dict[str, Any]) -> None:
-        if self.dir is None:
-            return
-        folder = self.dir / key[:2]
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".", suffix=".json")
-        with os.fdopen(fd, "w") as f:
-            json.dump(result, f)
-        os.replace(tmp, folder / f"{key}.json")

@@ -2,9 +2,10 @@
 
 A plan directory holds::
 
-    plan.csv      every point: its settings, status (rejected / screened / short / full), the
-                  reason a point was rejected or screened out, the bottleneck, the figures of
-                  its furthest stage (``laminar.plan.search``)
+    plan.csv      every point: its settings (read back from what was simulated), status
+                  (rejected / screened / short / full / duplicate / failed), the reason a
+                  point was rejected, screened out or is a duplicate, the bottleneck, the
+                  figures of its furthest stage (``laminar.plan.search``)
     pareto.csv    the Pareto fronts over the full simulations: ``front = staleness`` (train
                   tokens/s per GPU up, mean staleness down) and, with a GPU-hour price,
                   ``front = cost`` (train tokens/s up, USD per million train tokens down)
@@ -106,6 +107,7 @@ def _space(result: PlanResult) -> dict:
         "short_warmup": o.short_warmup,
         "screen_keep": o.screen_keep,
         "top": o.top,
+        "max_points": o.max_points,
         "gpu_hour_price": o.gpu_hour_price,
     }
 
@@ -128,8 +130,9 @@ def top_table(result: PlanResult, n: int = 10) -> str:
         "staleness_mean": "staleness", "usd_per_million_tokens": "USD/Mtok",
     })  # fmt: skip
     counts = df["status"].value_counts()
-    summary = ", ".join(f"{counts.get(k, 0)} {k}" for k in ("full", "short", "screened",
-                                                            "rejected"))  # fmt: skip
+    kinds = ["full", "short", "screened", "rejected"]
+    kinds += [k for k in ("duplicate", "failed") if counts.get(k, 0)]
+    summary = ", ".join(f"{counts.get(k, 0)} {k}" for k in kinds)
     rejected = df[df["status"] == "rejected"]
     lines = [f"{len(df)} points: {summary}"]
     if len(rejected):

@@ -4,11 +4,18 @@ A point is one configuration: GPU count x system x trainer split (whole machines
 x max batch x repack, plus any extra dimension the user varies. Dimensions that a system does
 not read are not varied for it (a colocated system has no split, a system without repack has
 no repack switch), so no two points simulate the same thing.
+
+The grid's own keys (:data:`GRID_KEYS`) are set by their axes only: an extra dimension that
+names one of them, a section holding one, or a field under one would override the axis after
+the point was built, so it is refused (:func:`check_extra`). :func:`count_points` counts a
+space without building it, so a grid of 10^12 points costs nothing to refuse.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +25,18 @@ from laminar.errors import ConfigError
 DEFAULT_FRACTIONS = (0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875)
 DEFAULT_TPS = (1, 2, 4, 8)
 DEFAULT_MAX_BATCHES = (64, 128, 256)
+
+GRID_KEYS = {
+    "cluster.gpus": "--gpus",
+    "sim.systems": "--systems",
+    "cluster.trainer_fraction": "--trainer-fractions",
+    "model.rollout_tp": "--tp",
+    "sim.max_batch": "--max-batch",
+    "repack.enabled": "--repack",
+}
+"""Config keys every point sets, and the ``laminar plan`` flag of each axis."""
+
+GPM_KEY = "cluster.gpus_per_machine"  # an extra dimension that changes the splits
 
 
 @dataclass(frozen=True)
@@ -33,12 +52,15 @@ class SearchSpace:
     max_batches: tuple[int, ...] = DEFAULT_MAX_BATCHES
     repack: tuple[bool, ...] = (True, False)
     extra: dict[str, tuple[Any, ...]] = field(default_factory=dict)
-    """Further dimensions: dotted config key -> values (``--vary KEY=V1,V2``)."""
+    """Further dimensions: dotted config key -> values (``--vary KEY=V1,V2``); never a grid
+    key (:data:`GRID_KEYS`)."""
 
 
 @dataclass(frozen=True)
 class Point:
-    """One configuration of the plan; ``overrides`` turn the base config into it."""
+    """One configuration of the plan; ``overrides`` turn the base config into it. What was
+    simulated is read back from the resolved config (``laminar.plan.readback``), not from
+    these fields."""
 
     pid: int
     gpus: int
@@ -51,8 +73,33 @@ class Point:
     overrides: tuple[tuple[str, Any], ...]
 
 
-def enumerate_points(base: LaminarConfig, space: SearchSpace) -> list[Point]:
-    """Every point of ``space`` over ``base``, in a fixed order (ids 0, 1, ...)."""
+def grid_key_of(key: str) -> str | None:
+    """The grid key that ``key`` is, holds (a section above it) or lies under; None if none."""
+    for g in GRID_KEYS:
+        if key == g or g.startswith(key + ".") or key.startswith(g + "."):
+            return g
+    return None
+
+
+def check_extra(space: SearchSpace) -> None:
+    """Refuse extra dimensions that would override a grid axis, or that have no values."""
+    for key, values in space.extra.items():
+        g = grid_key_of(key)
+        if g == key:
+            raise ConfigError(f"--vary {key}", "", f"{key} is the plan's own {GRID_KEYS[g]} "
+                              f"axis; give its values with {GRID_KEYS[g]}")  # fmt: skip
+        if g is not None:
+            what = "holds" if g.startswith(key + ".") else "lies under"
+            raise ConfigError(
+                f"--vary {key}", "", f"{key} {what} {g}, the plan's own {GRID_KEYS[g]} axis, "
+                f"which it would override; vary the other fields one by one, {g} with "
+                f"{GRID_KEYS[g]}"
+            )
+        if not values:
+            raise ConfigError(f"--vary {key}", "", "no values")
+
+
+def _systems(space: SearchSpace) -> dict[str, type]:
     from laminar.sim.registry import all_systems
 
     registry = all_systems()
@@ -60,44 +107,104 @@ def enumerate_points(base: LaminarConfig, space: SearchSpace) -> list[Point]:
     if unknown:
         raise ConfigError("laminar plan", "--systems", f"unknown system(s) {unknown}; "
                           f"known: {', '.join(registry)}")  # fmt: skip
-    extra_keys = sorted(space.extra)
-    extra_combos = list(itertools.product(*(space.extra[k] for k in extra_keys)))
-    points: list[Point] = []
+    return {name: registry[name] for name in space.systems}
+
+
+def _machine_size(value: Any, gpus: int) -> int:
+    """GPUs of a machine as a point sees it (a value the config refuses counts as 1: that
+    point is rejected when its config is validated)."""
+    try:
+        gpm = int(value)
+    except (TypeError, ValueError, OverflowError):
+        return 1
+    return max(1, min(gpm, gpus))
+
+
+def count_points(base: LaminarConfig, space: SearchSpace) -> int:
+    """How many points :func:`enumerate_points` makes, computed without making them."""
+    check_extra(space)
+    systems = _systems(space)
+    others = math.prod(len(v) for k, v in space.extra.items() if k != GPM_KEY)
+    gpms = space.extra.get(GPM_KEY, (base.cluster.gpus_per_machine,))
+    base_n = len(space.rollout_tps) * len(space.max_batches) * others
+    if base_n == 0:
+        return 0
+    fractions = sorted(set(space.trainer_fractions))
+    memo: dict[tuple[int, int], int] = {}
+    total = 0
     for gpus in space.gpus:
-        gpm = min(base.cluster.gpus_per_machine, gpus)
-        for name in space.systems:
-            cls = registry[name]
-            splits = [None] if cls.colocated else _splits(gpus, gpm, space.trainer_fractions)
+        sizes = [_machine_size(g, gpus) for g in gpms]
+        decoupled = 0
+        for gpm in sizes:
+            shape = _units(gpus, gpm)
+            if shape not in memo:
+                memo[shape] = len(_split_ks(shape[1], fractions))
+            decoupled += memo[shape]
+        for cls in systems.values():
+            repacks = len(space.repack) if cls.uses_repack else 1
+            splits = len(sizes) if cls.colocated else decoupled
+            total += splits * repacks * base_n
+    return total
+
+
+def iter_points(base: LaminarConfig, space: SearchSpace) -> Iterator[Point]:
+    """Every point of ``space`` over ``base``, in a fixed order (ids 0, 1, ...)."""
+    check_extra(space)
+    systems = _systems(space)
+    extra_keys = sorted(space.extra)
+    pid = 0
+    for gpus in space.gpus:
+        for name, cls in systems.items():
             repacks = list(space.repack) if cls.uses_repack else [None]
-            for trainer, tp, batch, repack, combo in itertools.product(
-                splits, space.rollout_tps, space.max_batches, repacks, extra_combos
-            ):
+            for combo in itertools.product(*(space.extra[k] for k in extra_keys)):
                 extra = tuple(zip(extra_keys, combo, strict=True))
-                ov: dict[str, Any] = {
-                    "cluster.gpus": gpus,
-                    "sim.systems": [name],
-                    "model.rollout_tp": tp,
-                    "sim.max_batch": batch,
-                }
-                if trainer is not None:
-                    ov["cluster.trainer_fraction"] = trainer[1]
-                if repack is not None:
-                    ov["repack.enabled"] = repack
-                ov.update(extra)
-                points.append(
-                    Point(
-                        pid=len(points),
-                        gpus=gpus,
-                        system=name,
-                        trainer_gpus=None if trainer is None else trainer[0],
-                        rollout_tp=tp,
-                        max_batch=batch,
-                        repack=repack,
-                        extra=extra,
-                        overrides=tuple(ov.items()),
-                    )
-                )
-    return points
+                gpm = _machine_size(dict(extra).get(GPM_KEY, base.cluster.gpus_per_machine), gpus)
+                splits = [None] if cls.colocated else _splits(gpus, gpm, space.trainer_fractions)
+                for trainer, tp, batch, repack in itertools.product(
+                    splits, space.rollout_tps, space.max_batches, repacks
+                ):
+                    yield _point(pid, gpus, name, trainer, tp, batch, repack, extra)
+                    pid += 1
+
+
+def enumerate_points(base: LaminarConfig, space: SearchSpace) -> list[Point]:
+    """:func:`iter_points` as a list."""
+    return list(iter_points(base, space))
+
+
+def _point(pid, gpus, name, trainer, tp, batch, repack, extra) -> Point:
+    ov: dict[str, Any] = dict(extra)  # first: the grid's own keys are set after them
+    ov.update({"cluster.gpus": gpus, "sim.systems": [name], "model.rollout_tp": tp,
+               "sim.max_batch": batch})  # fmt: skip
+    if trainer is not None:
+        ov["cluster.trainer_fraction"] = trainer[1]
+    if repack is not None:
+        ov["repack.enabled"] = repack
+    return Point(
+        pid=pid,
+        gpus=gpus,
+        system=name,
+        trainer_gpus=None if trainer is None else trainer[0],
+        rollout_tp=tp,
+        max_batch=batch,
+        repack=repack,
+        extra=extra,
+        overrides=tuple(ov.items()),
+    )
+
+
+def _units(gpus: int, gpm: int) -> tuple[int, int]:
+    """(GPUs a unit, units) the trainer split counts in: machines, or GPUs below two."""
+    machines = gpus // gpm
+    return (gpm, machines) if machines >= 2 else (1, gpm)
+
+
+def _split_ks(count: int, fractions) -> dict[int, float]:
+    out: dict[int, float] = {}
+    for f in fractions:
+        k = min(count - 1, max(1, round(f * count)))
+        out.setdefault(k, k / count)
+    return out
 
 
 def _splits(gpus: int, gpm: int, fractions) -> list[tuple[int, float]]:
@@ -105,23 +212,26 @@ def _splits(gpus: int, gpm: int, fractions) -> list[tuple[int, float]]:
 
     ``laminar.sim.systems.System.split`` rounds the fraction to machines (to GPUs below two
     machines); the fraction written is k / machines exactly, so it lands on k."""
-    machines = gpus // gpm
-    unit, count = (gpm, machines) if machines >= 2 else (1, gpm)
-    out: dict[int, float] = {}
-    for f in fractions:
-        k = min(count - 1, max(1, round(f * count)))
-        out.setdefault(k, k / count)
+    unit, count = _units(gpus, gpm)
+    out = _split_ks(count, fractions)
     return [(k * unit, frac) for k, frac in sorted(out.items())]
+
+
+def point_data(base_data: dict, point: Point) -> dict:
+    """The raw (not yet validated) config mapping of ``point``."""
+    from laminar.config.loader import apply_override
+
+    data = _deep_copy(base_data)
+    for key, value in point.overrides:
+        apply_override(data, key.split("."), _deep_copy(value), f"{key}={value}")
+    return data
 
 
 def point_config(base_data: dict, point: Point) -> LaminarConfig:
     """The validated config of ``point`` (``base_data``: the base config's ``model_dump``)."""
-    from laminar.config.loader import apply_override, validate
+    from laminar.config.loader import validate
 
-    data = _deep_copy(base_data)
-    for key, value in point.overrides:
-        apply_override(data, key.split("."), value, f"{key}={value}")
-    return validate(data, f"plan point {point.pid}", {})
+    return validate(point_data(base_data, point), f"plan point {point.pid}", {})
 
 
 def _deep_copy(d):

@@ -10,7 +10,7 @@ import pytest
 from laminar.cli import main
 from laminar.config import load_config
 from laminar.plan import PlanOptions, SearchSpace, run_plan, write_plan
-from laminar.plan.evaluate import ResultCache
+from laminar.plan.cache import ResultCache
 from laminar.plan.search import pareto_ids
 from laminar.plan.space import enumerate_points
 
@@ -122,13 +122,15 @@ def test_cache_hits_make_a_rerun_identical_and_simulation_free(tmp_path):
 
 
 def test_the_cache_key_follows_config_and_code(tmp_path):
-    a, b = ResultCache(tmp_path, "code-a"), ResultCache(tmp_path, "code-b")
     cfg = _base().model_dump(mode="json")
-    a.put(a.key(cfg), {"ok": True, "x": 1})
-    assert a.get(a.key(cfg)) == {"ok": True, "x": 1}
-    assert b.get(b.key(cfg)) is None  # another simulator version never reuses it
+    a = ResultCache(tmp_path, "code-a")
+    a.put(a.key(cfg), {"ok": False, "reason": "refused"}, cfg)
+    again = ResultCache(tmp_path, "code-a")  # a later plan, same simulator
+    assert again.get(again.key(cfg), cfg)["reason"] == "refused"
+    b = ResultCache(tmp_path, "code-b")
+    assert b.get(b.key(cfg), cfg) is None  # another simulator version never reuses it
     other = _base("seed=7").model_dump(mode="json")
-    assert a.get(a.key(other)) is None
+    assert again.get(again.key(other), other) is None
 
 
 def test_pareto_front():
