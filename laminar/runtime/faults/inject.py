@@ -3,7 +3,8 @@
 Each function kills something the way it dies in production and returns what was killed; the
 :class:`laminar.runtime.faults.supervisor.Supervisor` then times detection and recovery.
 
-- ``kill-rollout``: the rollout actor process (SIGKILL through Ray), its engine orphaned;
+- ``kill-rollout``: the rollout actor process (SIGKILL through Ray); its engine's processes
+  die with it (``laminar.runtime.cluster.lifeline``), and are reaped again all the same;
 - ``kill-engine``: the engine's processes (vLLM EngineCore and workers), the actor stays (the
   actor kills them: it is on their machine);
 - ``kill-machine``: a Ray node of the emulated cluster, with its rollouts and relay;

@@ -40,6 +40,9 @@ def _python_work() -> int:
 
 
 def _child(out: str, interval_s: float) -> None:
+    from laminar.runtime.cluster.lifeline import parent_from_env, tie_to_parent
+
+    tie_to_parent(parent_from_env())  # dies with the driver, even a SIGKILLed one
     with contextlib.suppress(OSError):  # not permitted: the inherited niceness (in each row)
         os.setpriority(os.PRIO_PROCESS, 0, TOP_PRIORITY)
     import torch
@@ -87,12 +90,14 @@ class SpeedProbe:
         fd, name = tempfile.mkstemp(prefix="speed-probe-", suffix=".csv", dir=self.scratch)
         os.close(fd)
         self.path = Path(name)
+        from laminar.runtime.cluster.lifeline import child_env
+
         module = "laminar.runtime.profiling.speedprobe"
         cmd = [sys.executable, "-m", module, name, str(self.interval_s)]
         # quiet: a probe that cannot run leaves an empty file, which calibration reads as
         # "not recorded" (the run itself does not depend on it)
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)  # fmt: skip
+                                     stderr=subprocess.DEVNULL, env=child_env())  # fmt: skip
         return self
 
     def stop(self, t0_unix_s: float) -> pd.DataFrame:

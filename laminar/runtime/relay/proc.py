@@ -20,6 +20,7 @@ import threading
 import time
 from pathlib import Path
 
+from laminar.runtime.cluster.lifeline import child_env
 from laminar.runtime.relay.control import ControlClient, ControlError
 from laminar.runtime.relay.node import RelayInfo
 
@@ -47,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
         help="pace every link of this relay to this bandwidth (0: as fast as it goes)",
     )
     args = ap.parse_args(argv)
+    from laminar.runtime.cluster.lifeline import parent_from_env, tie_to_parent
 
+    tie_to_parent(parent_from_env())  # dies with whoever started it, even SIGKILLed
     from laminar.runtime.relay.host import RelayHost
 
     host = RelayHost(
@@ -95,7 +98,7 @@ class RelayProcesses:
         self.base = Path(base)
         self.procs: dict[str, subprocess.Popen] = {}
         self.infos: list[RelayInfo] = []
-        env = {**os.environ, "UCX_WARN_UNUSED_ENV_VARS": "n"}
+        env = child_env({**os.environ, "UCX_WARN_UNUSED_ENV_VARS": "n"})
         try:
             for i in range(n):
                 rid = f"relay-{i}"

@@ -41,7 +41,13 @@ def registered() -> bool:
 
 
 def apply() -> None:
-    """Bound vLLM's reader spin to :data:`ENV` seconds in this process (idempotent)."""
+    """Bound vLLM's reader spin to :data:`ENV` seconds in this process (idempotent). Being the
+    one hook laminar has in every vLLM process, it also ties an engine process to its parent
+    when the run asks (``laminar.runtime.cluster.lifeline.TIE_ENV``): an engine whose rollout
+    actor died, however, goes with it instead of holding its cores and memory."""
+    from laminar.runtime.cluster.lifeline import tie_to_multiprocessing_parent
+
+    tie_to_multiprocessing_parent()
     spin_s = spin_s_from_env()
     if spin_s is None:
         return

@@ -22,7 +22,7 @@ from typing import Any
 
 from laminar.config import LaminarConfig
 from laminar.policy.placement import cpu_text
-from laminar.runtime.cluster import nodes
+from laminar.runtime.cluster import lifeline, nodes
 from laminar.runtime.rollout import vllm_spin
 from laminar.runtime.rollout.node import LoadRecorder, NodeSetup
 from laminar.runtime.rollout.worker import RolloutWorker
@@ -91,17 +91,27 @@ def ray_session(
 
     ``run_dir``: the run directory this session writes; the session is recorded there while it
     runs and marked ended once its files are gone (``laminar.runtime.cluster.sessions``), so a later
-    ``--resume`` knows what a killed one left."""
+    ``--resume`` knows what a killed one left.
+
+    A driver that dies without this teardown (SIGKILL, OOM) leaves no process behind
+    (``laminar.runtime.cluster.lifeline``: its guardian sweeps this machine, Ray ends the job's
+    actors, engines die with their actor). ``runtime.address`` is asked first, within bounds
+    (``laminar.runtime.run.address``): a wrong one fails before anything is made."""
     import ray
 
     from laminar.runtime.cluster import sessions
+    from laminar.runtime.cluster.lifeline import Guardian
+    from laminar.runtime.run.address import check_address
 
+    address = cfg.runtime.address or None
+    check_address(cfg.runtime.address, OFFLINE_ENV)  # ray.init retries for minutes: ask first
     dirs = make_dirs()
+    # started before the run's mark enters the environment: the sweeps spare it
+    guardian = Guardian(dirs.run_id).start()
     if run_dir is not None:
         sessions.begin(run_dir, dirs.run_id)
     saved = dict(os.environ)
     os.environ.update(dirs.env())  # the driver and a local Ray's processes inherit these
-    address = cfg.runtime.address or None
     try:
         kwargs: dict[str, Any] = dict(
             include_dashboard=False,
@@ -134,6 +144,7 @@ def ray_session(
         os.environ.update(saved)
         if run_dir is not None:
             sessions.end(run_dir, dirs.run_id)
+        guardian.close()  # last: a driver killed during this teardown still has it
 
 
 @contextlib.contextmanager
@@ -238,6 +249,7 @@ def rollout_options(
     (devices and scheduling strategy from ``laminar.runtime.cluster.replicas``)."""
     rt = cfg.runtime
     env = dirs.job_env()
+    env[lifeline.TIE_ENV] = "1"  # its vLLM processes die with it (laminar.runtime.cluster.lifeline)
     # inherited by vLLM's processes (laminar.runtime.rollout.vllm_spin)
     if rt.engine_spin_s is not None:
         env[vllm_spin.ENV] = repr(float(rt.engine_spin_s))
