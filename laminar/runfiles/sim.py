@@ -23,7 +23,8 @@ SIM_FILES = {
         "tokens": COUNT,
     },
     "trajectories.parquet": {
-        "system": Text(), "epoch": COUNT, "gen_start_s": Number(nullable=True),
+        "system": Text(), "step": COUNT, "response_len": COUNT, "finish_reason": Text(),
+        "epoch": COUNT, "gen_start_s": Number(nullable=True),
         "gen_end_s": Number(nullable=True), "generated_tokens": COUNT,
         "weight_version": VERSION, "consumed_version": VERSION, "staleness": VERSION,
     },
