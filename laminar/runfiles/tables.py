@@ -155,6 +155,12 @@ def _numbers(column: pd.Series, check: Number, path: Path, name: str) -> pd.Seri
 
 
 def _shown(value: Any) -> str:
+    if isinstance(value, float | np.floating):  # numpy's repr names its type: not for users
+        value = float(value)
+        if math.isnan(value):
+            return "an empty cell (or NaN)"
+    elif isinstance(value, np.integer):
+        value = int(value)
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
