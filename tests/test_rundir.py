@@ -187,8 +187,12 @@ def test_a_target_that_appears_meanwhile_is_not_overwritten(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["run"]
 
 
+# Python's own handlers first: a test runner started in the background inherits SIGINT ignored
+# (POSIX: a background job of a non-interactive shell), and the child would sleep through it
 _SLOW_WRITER = """
-import sys, time
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
 from laminar.rundir import run_output
 with run_output(sys.argv[1]) as d:
     (d / "half.csv").write_text("x")
