@@ -223,3 +223,17 @@ def test_a_fresh_run_drops_the_previous_one_only_with_its_first_step(place):
     assert len(hidden) == 1 and (hidden[0] / "summary.json").is_file()
     log.write_steps([{"step": 0}])
     assert not hidden[0].exists() and not log.give_back()
+
+
+def test_a_restarted_trajectory_starts_on_the_runs_clock(place):
+    """A sample no pool held at the checkpoint restarts from its prompt; its start is on the
+    run's clock (the checkpoint's elapsed seconds), not the wall clock: the resumed run's
+    trajectory trace (gen_end_s >= gen_start_s) must hold it."""
+    from laminar.runtime.records import PromptGroup
+    from laminar.runtime.run.resume import orphans_to_resume
+
+    _, state = load_resume(place / "train")
+    state.pools["prompts"]["issued"] += 1  # a group handed out that neither pool holds
+    fresh = orphans_to_resume(state, lambda pid: PromptGroup(pid, (1, 2), 4), 4, 8)
+    lost = [t for t in fresh if t.version == -1]
+    assert len(lost) == 4 and {t.gen_start_s for t in lost} == {state.meta["elapsed_s"]}

@@ -219,11 +219,14 @@ def orphans_to_resume(state: ResumeState, group_of: Any, n: int, max_tokens: int
     finished = {r["traj"].traj_id for r in state.pools["buffer"]["rows"]}
     pending = [t for t in state.pools["partial"] if t.traj_id not in finished]
     held = finished | {t.traj_id for t in pending}
+    # on the run's clock (seconds since it began, continued by the resumed run), like every
+    # other trajectory's times: the checkpoint's time, when they were last known lost
+    lost_at_s = float(state.meta.get("elapsed_s", 0.0))
     missing = []
     for pid in range(int(state.pools["prompts"]["issued"])):
         lost = [i for i in range(n) if traj_id(pid, i) not in held]
         if lost:
-            fresh = group_of(pid).trajectories(-1, max_tokens, time.time())
+            fresh = group_of(pid).trajectories(-1, max_tokens, lost_at_s)
             missing += [fresh[i] for i in lost]
     return pending + missing
 
