@@ -105,6 +105,8 @@ def load_json_text(
     except RecursionError:
         raise InputFileError(source, f"JSON nested more than {max_depth} deep") from None
     except ValueError as e:
+        if "integer string conversion" in str(e):  # Python's 4,300-digit guard, in words
+            raise InputFileError(source, "holds a number of more than 4,300 digits") from None
         raise InputFileError(source, f"not valid JSON: {e}") from None
     if depth(value, max_depth) > max_depth:
         raise InputFileError(source, f"JSON nested more than {max_depth} deep")

@@ -124,7 +124,8 @@ def test_plot_out_follows_the_same_rules(tmp_path, capsys):
         (b"seed: &a [*a]\n", "recursive alias"),
         (b"seed: " + b"[" * 500 + b"]" * 500, "nested deeper"),
         (b"seed: [" + b"1," * 5000 + b"1]\n", "seed"),
-        (b"seed: 2023-13-45\n", "cannot parse a value"),
+        (b"seed: 2023-13-45\n", "seed: Input should be a valid integer"),
+        (b"seed: !!int x\n", "cannot parse a value: line 1: 'x' is not a whole number"),
     ],
 )
 def test_bad_config_files_are_named(tmp_path, capsys, content, message):

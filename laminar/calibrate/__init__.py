@@ -10,6 +10,7 @@ runtime's own job (``laminar/sim/local.py``). It imports no runtime code.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -25,9 +26,11 @@ from laminar.calibrate.fit import (
     train_flops,
 )
 from laminar.calibrate.rundir import RunData, RunDirError, read_run
+from laminar.costfile import check_cost_content
+from laminar.errors import ConfigError
 from laminar.sim.cost import COEFFICIENT_UNITS, Coefficient, CostModel
 
-__all__ = ["RunDirError", "calibrate", "cost_file_json", "read_run"]
+__all__ = ["RunDirError", "calibrate", "check_fitted", "cost_file_json", "read_run"]
 
 
 def _check_same(runs: list[RunData]) -> None:
@@ -81,7 +84,18 @@ def calibrate(run_dirs: Sequence[str | Path]) -> tuple[dict, list[Fit]]:
     content["fit"].update({f.name: asdict(f) for f in cpu})
     if ref is not None:  # the machine's speed the coefficients hold at
         content["runtime"]["speed_reference"] = ref
+    check_fitted(content, run_dirs)
     return content, fits
+
+
+def check_fitted(content: dict, run_dirs: Sequence[str | Path]) -> None:
+    """Refuse to write a cost file that ``laminar simulate`` would refuse to read (a fit gone
+    astray: a rate out of any machine's range), naming the runs (``laminar.costfile``)."""
+    try:
+        check_cost_content(json.loads(cost_file_json(content)), "the fitted cost file")
+    except ConfigError as e:
+        runs = ", ".join(str(p) for p in run_dirs)
+        raise RunDirError(f"{runs}: {e}; the runs do not fit a plausible cost model") from None
 
 
 def _cost_content(runs: list[RunData], engine: Fit, trainers: list[Fit], transfers: list[Fit],
@@ -138,5 +152,16 @@ def _cost_content(runs: list[RunData], engine: Fit, trainers: list[Fit], transfe
 
 
 def cost_file_json(content: dict) -> str:
-    """The cost file's text."""
-    return json.dumps(content, indent=2) + "\n"
+    """The cost file's text: standard JSON (a fit figure that is undefined, the R² of a
+    constant, is written ``null``, not ``NaN``)."""
+    return json.dumps(_finite_or_null(content), indent=2, allow_nan=False) + "\n"
+
+
+def _finite_or_null(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite_or_null(v) for v in value]
+    return value

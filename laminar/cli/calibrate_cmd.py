@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from laminar.calibrate import calibrate, cost_file_json
+    from laminar.calibrate import calibrate, check_fitted, cost_file_json
     from laminar.rundir import prepare_file_out, staged_file
 
     # before the fit, not after it; never over, nor into, a run directory it reads
@@ -38,6 +38,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     content, fits = calibrate(args.runs)
     if args.at_speed_of:
         content = _at_speed_of(content, args.at_speed_of)
+        check_fitted(content, [*args.runs, args.at_speed_of])  # still a plausible cost model
     print(fit_table(fits))
     print()
     for name, c in content["coefficients"].items():

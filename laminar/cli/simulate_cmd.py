@@ -50,10 +50,10 @@ def _note_step_bound(cfg) -> None:
     when ``--cost`` gives the simulated job a bound the config alone would not train with."""
     import sys
 
-    from laminar.sim.local import is_runtime_setting
+    from laminar.sim.setting import resolve_setting
 
     rp = cfg.repack
-    if is_runtime_setting(cfg) and rp.enabled and rp.max_step_slowdown > 0:
+    if resolve_setting(cfg) and rp.enabled and rp.max_step_slowdown > 0:
         print(
             f"note: this simulates repack with its step bound (repack.max_step_slowdown "
             f"{rp.max_step_slowdown:g}); `laminar train` applies it only with a cost file "

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from laminar.config.base import Section
+from laminar.specs.hardware import check_overrides
 
 
 class ClusterConfig(Section):
@@ -29,7 +30,15 @@ class ClusterConfig(Section):
     hardware_spec: dict[str, float | str] = Field(default_factory=dict, max_length=64)
     """Facts put over the ``hardware`` entry for this run, name -> value in the fact's unit
     (e.g. ``{gpu_memory_bytes: 96e9, hbm_bytes_per_s: 4.0e12}``; names in
-    ``laminar/data/hardware.json``, plus ``arch``); at most 64 entries. Empty: the catalog's."""
+    ``laminar/data/hardware.json``, plus ``arch``); at most 64 entries, each finite and within
+    10x of the catalog's range (``laminar.specs.hardware.check_overrides``). Empty: the
+    catalog's."""
+
+    @field_validator("hardware_spec")
+    @classmethod
+    def _plausible_facts(cls, v: dict[str, float | str]) -> dict[str, float | str]:
+        check_overrides(v)
+        return v
 
     @model_validator(mode="after")
     def _whole_machines(self) -> ClusterConfig:

@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from laminar.config.root import LaminarConfig
+from laminar.config.yaml12 import MAX_INT_DIGITS, Dumper, Loader
 from laminar.errors import ConfigError
 from laminar.inputfile import InputFileError, read_text
 
@@ -42,9 +43,10 @@ def list_presets() -> list[str]:
 
 
 def load_yaml(text: str, source: str) -> Any:
-    """``yaml.safe_load`` that refuses duplicate keys, alias bombs and runaway nesting, with
-    :class:`ConfigError` naming ``source`` and the line."""
-    loader = yaml.SafeLoader(text)
+    """``yaml.safe_load`` with YAML 1.2's plain scalars (``laminar.config.yaml12``: ``yes`` is
+    text, not true) that refuses duplicate keys, alias bombs, runaway nesting and integers of
+    more digits than any setting, with :class:`ConfigError` naming ``source`` and the line."""
+    loader = Loader(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -120,11 +122,36 @@ def _read_mapping(text: str, source: str, suffix: str) -> dict[str, Any]:
         raise ConfigError(source, "", f"cannot parse: {_clip(str(e), 400)}") from None
     except RecursionError:
         raise ConfigError(source, "", "nested too deeply") from None
+    except ValueError as e:  # TOML: an integer past Python's 4,300-digit conversion limit
+        detail = f"cannot parse a value: {_clip(str(e), 200)}"
+        if "integer string conversion" in str(e):
+            detail = (f"holds a whole number of more than 4,300 digits; no setting takes more "
+                      f"than {MAX_INT_DIGITS} digits")  # fmt: skip
+        raise ConfigError(source, "", detail) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(source, "", f"top level must be a mapping, got {type(data).__name__}")
+    check_whole_numbers(data, source)
     return data
+
+
+def check_whole_numbers(data: Any, source: str, prefix: str = "") -> None:
+    """Refuse an integer of more than ``MAX_INT_DIGITS`` digits anywhere in ``data``
+    (TOML reads them; no setting is within orders of magnitude of one), naming its key."""
+    limit = 10**MAX_INT_DIGITS
+    stack: list[tuple[Any, str]] = [(data, prefix)]
+    while stack:
+        value, key = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((v, f"{key}.{k}" if key else str(k)) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, f"{key}[{i}]") for i, v in enumerate(value))
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= limit:
+            raise ConfigError(
+                source, _clip(key, 120), f"a whole number of {len(str(abs(value))):,} digits "
+                f"is out of range for any setting (at most {MAX_INT_DIGITS} digits)"
+            )
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
@@ -187,8 +214,9 @@ def apply_override(data: dict[str, Any], path: list[str], value: Any, text: str)
 
 
 def _without_tags(loc: Sequence[Any]) -> list[Any]:
-    """``loc`` without the variant tags pydantic puts after a union field
-    (``workload.source.synthetic.params`` -> ``workload.source.params``)."""
+    """``loc`` without the tags pydantic puts after a union field: a section's variant
+    (``workload.source.synthetic.params`` -> ``workload.source.params``) or a plain type's
+    (``sim.warmup_steps.constrained-int`` -> ``sim.warmup_steps``)."""
     out: list[Any] = []
     node: Any = LaminarConfig
     for part in loc:
@@ -196,15 +224,32 @@ def _without_tags(loc: Sequence[Any]) -> list[Any]:
         if variants is not None and part in variants:
             node = variants[part]
             continue
+        if _is_union(node) and isinstance(part, str):
+            node = None  # a member's tag; the member itself is not needed below
+            continue
         out.append(part)
-        if isinstance(part, int):
-            args = typing.get_args(node)
-            node = args[0] if typing.get_origin(node) is list and args else None
-        elif isinstance(node, type) and issubclass(node, BaseModel) and part in node.model_fields:
-            node = node.model_fields[part].annotation
-        else:
-            node = None
+        node = _child(node, part)
     return out
+
+
+def _child(node: Any, part: Any) -> Any:
+    """The annotation one step below ``node`` (a section, list or mapping), else None."""
+    while typing.get_origin(node) is typing.Annotated:
+        node = typing.get_args(node)[0]
+    args = typing.get_args(node)
+    if isinstance(part, int):
+        return args[0] if typing.get_origin(node) is list and args else None
+    if typing.get_origin(node) is dict and len(args) == 2:
+        return args[1]
+    if isinstance(node, type) and issubclass(node, BaseModel) and part in node.model_fields:
+        return node.model_fields[part].annotation
+    return None
+
+
+def _is_union(node: Any) -> bool:
+    while typing.get_origin(node) is typing.Annotated:
+        node = typing.get_args(node)[0]
+    return typing.get_origin(node) in (typing.Union, types.UnionType)
 
 
 def _variants(node: Any) -> dict[str, type[BaseModel]] | None:
@@ -264,6 +309,26 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _grouped(errors: list[dict[str, Any]]) -> list[str]:
+    """One line per key: the union members' complaints about one value joined by "or"
+    (``Input should be a valid integer or Input should be 'auto' (got True)``), the first
+    key's line without its key (the error's key path names it), at most 8 keys."""
+    by_key: dict[str, list[dict[str, Any]]] = {}
+    for err in errors:
+        by_key.setdefault(_clip(_loc_to_path(err["loc"]), 120), []).append(err)
+    lines = []
+    for i, (key, errs) in enumerate(list(by_key.items())[:8]):
+        msgs = list(dict.fromkeys(_clip(x["msg"].removeprefix("Value error, "), 300) for x in errs))
+        head = "Input should be "
+        if len(msgs) > 1 and all(m.startswith(head) for m in msgs):
+            msgs = [head + " or ".join(m.removeprefix(head) for m in msgs)]
+        line = _describe({**errs[0], "msg": " or ".join(msgs)})
+        lines.append(line if i == 0 else f"{key}: {line}")
+    if len(by_key) > 8:
+        lines.append(f"... and {len(by_key) - 8} more")
+    return lines
+
+
 def validate(data: dict[str, Any], source: str, overrides: dict[str, str]) -> LaminarConfig:
     """Validate a raw mapping; errors name ``source`` or the ``--set`` that caused them."""
     try:
@@ -278,10 +343,7 @@ def validate(data: dict[str, Any], source: str, overrides: dict[str, str]) -> La
             named = not key_path and key in str(first["msg"])  # a check across sections
             if key_path == key or inside or named or key.startswith(key_path + "."):
                 origin = _set_label(text)
-        lines = [_describe(first)]
-        lines += [f"{_clip(_loc_to_path(x['loc']), 120)}: {_describe(x)}" for x in errors[1:8]]
-        if len(errors) > 8:
-            lines.append(f"... and {len(errors) - 8} more")
+        lines = _grouped(errors)
         raise ConfigError(origin, key_path, "\n  ".join(lines)) from None
 
 
@@ -337,7 +399,7 @@ def _merged(
 
 def dump_config(config: LaminarConfig) -> str:
     """The fully resolved config as YAML (every field, defaults included)."""
-    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+    return yaml.dump(config.model_dump(mode="json"), Dumper=Dumper, sort_keys=False)
 
 
 def write_resolved(config: LaminarConfig, run_dir: str | Path) -> Path:

@@ -32,12 +32,7 @@ from laminar.sim.cluster import Cluster, check_setup
 from laminar.sim.cost import CostModel
 from laminar.sim.costdata import cost_model_for, efficiency_basis
 from laminar.sim.faults import faults_frame
-from laminar.sim.local import (
-    RUNTIME_SYSTEMS,
-    is_runtime_setting,
-    placed_cost,
-    runtime_config,
-)
+from laminar.sim.local import RUNTIME_SYSTEMS, placed_cost, runtime_config
 from laminar.sim.local_workload import runtime_workload
 from laminar.sim.registry import resolve_systems
 from laminar.sim.results import (
@@ -47,6 +42,7 @@ from laminar.sim.results import (
     summary_row,
     trajectories_frame,
 )
+from laminar.sim.setting import resolve_setting
 from laminar.sim.steady import warmup_steps
 from laminar.specs.memory import require_fit
 
@@ -110,7 +106,7 @@ def simulate(
             f"must be below workload.steps ({config.workload.steps}) to leave a window",
         )
     t0 = time.perf_counter()
-    if is_runtime_setting(config):  # the job ``laminar train`` runs with this config
+    if resolve_setting(config):  # the job ``laminar train`` runs with this config
         systems = [RUNTIME_SYSTEMS[config.runtime.mode]]
         run_cfg = runtime_config(config)
         if workload is None:

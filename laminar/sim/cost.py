@@ -19,60 +19,22 @@ old-log-prob forward inside ``train_flop_per_token``).
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from laminar.errors import ConfigError
+from laminar.costfile import COEFFICIENTS, OPTIONAL, read_cost_file
 
-# name -> unit. A cost file must give each one; ``laminar.sim.costdata`` derives them.
-COEFFICIENT_UNITS: dict[str, str] = {
-    "replica_gpus": "GPUs",  # GPUs of one rollout replica (its TP degree)
-    "weight_bytes": "bytes",  # the whole model's weights
-    "kv_capacity_tokens": "tokens",  # KV cache of one rollout replica
-    "decode_base_s": "s",  # per decode step, whatever the batch: reading the weights
-    "decode_per_seq_s": "s/sequence",  # per running sequence per step: its matmul FLOPs
-    "decode_per_kv_token_s": "s/token",  # per cached token per step: reading its K and V
-    "prefill_base_s": "s",  # per prefill batch: reading the weights once
-    "prefill_per_token_s": "s/token",  # per prompt token: its matmul FLOPs
-    "prefill_per_token_sq_s": "s/token^2",  # per squared sequence length: causal attention
-    "train_flop_per_token": "FLOP/token",  # trainer FLOPs per trained token (linear layers)
-    "train_flop_per_token_sq": "FLOP/token^2",  # trainer attention FLOPs per squared length
-    "train_flop_per_s_per_gpu": "FLOP/s",  # achieved trainer FLOP rate of one GPU
-    "pcie_bytes_per_s": "bytes/s",  # host <-> one GPU, effective
-    "nvlink_bytes_per_s": "bytes/s",  # GPU <-> GPU inside a machine
-    "rdma_bytes_per_s": "bytes/s",  # machine <-> machine over all its NICs, effective
-    "rdma_startup_s": "s",  # per RDMA message (the alpha of App. D)
-}
+# name -> unit. A cost file must give each one; ``laminar.sim.costdata`` derives them. Their
+# meaning is in :class:`CostModel`'s methods, their ranges in ``laminar.costfile``.
+COEFFICIENT_UNITS: dict[str, str] = {name: unit for name, (unit, _) in COEFFICIENTS.items()}
 
 # name -> (unit, default when a cost file leaves it out).
 OPTIONAL_UNITS: dict[str, tuple[str, float]] = {
-    "moe_experts": ("experts", 0.0),  # routed experts per MoE layer; 0: dense
-    "moe_experts_per_token": ("experts", 0.0),  # k: experts each token is routed to
-    "decode_per_expert_s": ("s/expert", 0.0),  # per distinct routed expert read per step
-    "logprob_flop_per_token": ("FLOP/token", 0.0),  # old-log-prob forward, linear layers
-    "logprob_flop_per_token_sq": ("FLOP/token^2", 0.0),  # its causal attention
-    "train_sync_bytes": ("bytes", 0.0),  # gradients all-reduced per step over trainer GPUs
-    "machine_gpus": ("GPUs", 8.0),  # GPUs per machine: beyond it, the sync crosses NICs
+    name: (unit, default) for name, (unit, default, _) in OPTIONAL.items()
 }
 
 LINKS = ("pcie", "nvlink", "rdma")
-
-# Coefficients that divide or count: zero would make a duration infinite or a replica useless.
-POSITIVE = frozenset(
-    {
-        "replica_gpus",
-        "weight_bytes",
-        "kv_capacity_tokens",
-        "train_flop_per_s_per_gpu",
-        "pcie_bytes_per_s",
-        "nvlink_bytes_per_s",
-        "rdma_bytes_per_s",
-        "machine_gpus",
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,44 +155,8 @@ class CostModel:
 
 
 def load_cost_file(path: str | Path) -> CostModel:
-    """Read a cost model from JSON; errors name the file and the coefficient."""
-    p = Path(path)
-    if "\x00" in str(p):
-        raise ConfigError(repr(str(p)), "", "a path cannot hold a NUL character")
-    try:
-        data = json.loads(p.read_text())
-    except OSError as e:
-        raise ConfigError(str(p), "", f"cannot read cost file: {e.strerror}") from None
-    except json.JSONDecodeError as e:
-        raise ConfigError(str(p), "", f"not valid JSON: {e}") from None
-    except (UnicodeDecodeError, RecursionError):
-        detail = "not a JSON text file (undecodable, or nested too deeply)"
-        raise ConfigError(str(p), "", detail) from None
-    table = data.get("coefficients") if isinstance(data, dict) else None
-    if not isinstance(table, dict):
-        raise ConfigError(str(p), "coefficients", "expected a mapping of name -> {value, unit}")
-    out: dict[str, Coefficient] = {}
-    for name, unit in COEFFICIENT_UNITS.items():
-        out[name] = _read_coefficient(str(p), name, unit, table.get(name))
-    for name, (unit, _) in OPTIONAL_UNITS.items():
-        if name in table:
-            out[name] = _read_coefficient(str(p), name, unit, table[name])
-    unknown = sorted(set(table) - set(COEFFICIENT_UNITS) - set(OPTIONAL_UNITS))
-    if unknown:
-        raise ConfigError(str(p), f"coefficients.{unknown[0]}", "unknown coefficient")
-    return CostModel(out, str(data.get("label", p.name)))
-
-
-def _read_coefficient(path: str, name: str, unit: str, entry: Any) -> Coefficient:
-    key = f"coefficients.{name}"
-    if not isinstance(entry, dict) or "value" not in entry:
-        raise ConfigError(path, key, f"missing; expected {{value: ..., unit: {unit!r}}}")
-    value = entry["value"]
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ConfigError(path, key, f"value must be a finite number (got {value!r})")
-    if value < 0 or (value == 0 and name in POSITIVE):
-        bound = "> 0" if name in POSITIVE else ">= 0"
-        raise ConfigError(path, key, f"value must be {bound} (got {value})")
-    if entry.get("unit", unit) != unit:
-        raise ConfigError(path, key, f"unit must be {unit!r} (got {entry.get('unit')!r})")
-    return Coefficient(float(value), unit, str(entry.get("source", f"from {path}")))
+    """The cost model of a cost file, read and checked by ``laminar.costfile`` (errors name the
+    file and the coefficient, with its range)."""
+    checked = read_cost_file(path)
+    coeffs = {name: Coefficient(*entry) for name, entry in checked.coefficients.items()}
+    return CostModel(coeffs, checked.label)

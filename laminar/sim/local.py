@@ -48,9 +48,7 @@ overlapping but different core sets do not slow each other.
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 from typing import ClassVar
 
 from laminar.config import LaminarConfig
@@ -58,32 +56,15 @@ from laminar.errors import ConfigError
 from laminar.policy.microbatch import padded_lengths
 from laminar.sim.baselines import Verl
 from laminar.sim.cost import Coefficient, CostModel
+from laminar.sim.setting import cost_extras
+from laminar.sim.setting import is_runtime_setting as is_runtime_setting  # re-exported
 from laminar.sim.systems import GpuSplit, Proc, System
-
-
-def cost_extras(cfg: LaminarConfig) -> dict | None:
-    """The ``runtime`` block of ``sim.cost_file`` (None when there is none)."""
-    if not cfg.sim.cost_file:
-        return None
-    try:
-        data = json.loads(Path(cfg.sim.cost_file).read_text())
-    except (OSError, ValueError):  # JSON, decoding, a NUL in the path
-        return None  # ``load_cost_file`` reports the file's problem with its name
-    block = data.get("runtime") if isinstance(data, dict) else None
-    return block if isinstance(block, dict) else None
 
 
 def refill_latency_s(cfg: LaminarConfig) -> float:
     """Seconds from deciding to start prompts to their first engine step (the runtime's
     control plane: Ray calls to the pools and the engine), from the cost file; 0 if absent."""
     return float((cost_extras(cfg) or {}).get("refill_latency_s", 0.0))
-
-
-def is_runtime_setting(cfg: LaminarConfig) -> bool:
-    """True when ``cfg`` is to be simulated as the runtime's own job (``sim.setting``)."""
-    if cfg.sim.setting == "auto":
-        return cost_extras(cfg) is not None
-    return cfg.sim.setting == "runtime"
 
 
 def runtime_config(cfg: LaminarConfig) -> LaminarConfig:

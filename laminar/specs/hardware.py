@@ -28,7 +28,6 @@ FACT_UNITS: dict[str, str] = {
     "nics_per_machine": "NICs",
     "nic_bytes_per_s": "bytes/s",  # one NIC, one direction
 }
-POSITIVE_FACTS = frozenset(FACT_UNITS) - {"fp8_flops"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,38 +106,118 @@ def catalog_hardware(name: str) -> HardwareSpec:
 
 def hardware_spec(cluster: Any) -> HardwareSpec:
     """The hardware a config's ``cluster`` section names: ``cluster.hardware`` from the
-    catalog, with any ``cluster.hardware_spec`` facts put over it."""
+    catalog, with any ``cluster.hardware_spec`` facts put over it (checked by
+    :func:`check_overrides`)."""
     base = catalog_hardware(cluster.hardware)
     extra = dict(cluster.hardware_spec or {})
     if not extra:
         return base
+    try:
+        checked = check_overrides(extra)
+    except ValueError as e:
+        key, _, msg = str(e).partition(": ")
+        raise ConfigError("config", f"cluster.hardware_spec.{key}", msg) from None
     facts = dict(base.facts)
-    arch = base.arch
-    for key, value in extra.items():
-        path = f"cluster.hardware_spec.{key}"
-        if key == "arch":
-            arch = str(value)
-            continue
-        if key not in facts:
-            raise ConfigError(
-                "config", path, f"unknown fact; known: arch, {', '.join(sorted(facts))}"
-            )
-        value = _number(value, path)
-        if value < 0 or (value == 0 and key in POSITIVE_FACTS):
-            raise ConfigError(
-                "config", path, f"must be {'> 0' if key in POSITIVE_FACTS else '>= 0'}"
-            )
+    arch = str(checked.pop("arch", base.arch))
+    for key, value in checked.items():
         unit = facts[key].unit
         facts[key] = Fact(float(value), unit, "cluster.hardware_spec", "config", "the run's config")
-    name = cluster.hardware + "+spec"
-    return HardwareSpec(name, arch, facts)
+    return HardwareSpec(cluster.hardware + "+spec", arch, facts)
+
+
+SPEC_FACTOR = 10.0
+"""How far beyond the catalog a ``cluster.hardware_spec`` fact may lie: from a tenth of the
+catalog's smallest value to ten times its largest (a GPU ten times an H200's bandwidth or a
+B200's FLOPs is a typo or a unit slip, not a product)."""
+
+
+def check_overrides(spec: dict[str, Any]) -> dict[str, float | str]:
+    """``cluster.hardware_spec`` checked: every key a fact of the catalog (or ``arch``), every
+    value a finite number within :func:`fact_range` (text that parses as one counts: YAML 1.1
+    and quoted TOML write ``96e9`` as text). Raises ``ValueError("key: what is wrong")``."""
+    ranges = fact_ranges()
+    out: dict[str, float | str] = {}
+    for key, value in spec.items():
+        if key == "arch":
+            if not isinstance(value, str) or not 0 < len(value) <= 32:
+                raise ValueError(f"arch: expected an architecture name of 1..32 characters "
+                                 f"(ampere, hopper, ...), got {value!r:.40}")  # fmt: skip
+            out[key] = value
+            continue
+        if key not in ranges:
+            raise ValueError(
+                f"{str(key)[:40]}: unknown fact; known: arch, {', '.join(sorted(ranges))}"
+            )
+        out[key] = ranges[key].check(key, _number(value, key))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class FactRange:
+    """Where one overridden fact may lie (:data:`SPEC_FACTOR`), and why."""
+
+    low: float
+    high: float
+    unit: str
+    why: str
+    whole: bool = False
+    zero: bool = False  # 0 allowed besides the range (fp8_flops: no FP8 tensor cores)
+    open_low: bool = False  # ``low`` itself excluded (an efficiency of 0 divides by zero)
+
+    def check(self, key: str, value: float) -> float:
+        if self.zero and value == 0:
+            return value
+        unit = "" if self.unit == "1" else f" {self.unit}"
+        if not self.low <= value <= self.high or (self.open_low and value == self.low):
+            lo = f"{'>' if self.open_low else ''}{self.low:.3g}"
+            raise ValueError(f"{key}: {value:.3g}{unit} is outside {lo}..{self.high:.3g}{unit} "
+                             f"({self.why})")  # fmt: skip
+        if self.whole and value != int(value):
+            raise ValueError(f"{key}: {value:g} must be a whole number")
+        return value
+
+
+def fact_ranges() -> dict[str, FactRange]:
+    """Each fact's range for ``cluster.hardware_spec`` (:data:`SPEC_FACTOR` around the
+    catalog): efficiencies in (0, 1], latencies from 0, counts whole, every other fact from a
+    tenth of the catalog's smallest to ten times its largest value."""
+    table = _table()
+    seen: dict[str, list[tuple[float, str]]] = {}
+    units: dict[str, str] = {}
+    for gpu, entry in table["gpus"].items():
+        merged = {**table["efficiencies"], **entry["facts"], **entry.get("efficiencies", {})}
+        for key, fact in merged.items():
+            seen.setdefault(key, []).append((float(fact["value"]), gpu))
+            units[key] = fact["unit"]
+    out = {}
+    for key, values in seen.items():
+        unit, positive = units[key], [(v, g) for v, g in values if v > 0]
+        lo_v, lo_g = min(positive or values)
+        hi_v, hi_g = max(values)
+        f = SPEC_FACTOR
+        if unit == "1":
+            out[key] = FactRange(0.0, 1.0, unit, "a fraction of a peak", open_low=True)
+        elif unit == "s":  # latencies differ more between interconnects than rates do
+            why = f"0 to {f * f:g}x the catalog's {hi_v:g} s"
+            out[key] = FactRange(0.0, hi_v * f * f, unit, why)
+        else:
+            why = (f"{1 / f:g}x the catalog's smallest ({lo_g} {lo_v:.3g}) to {f:g}x its largest "
+                   f"({hi_g} {hi_v:.3g})")  # fmt: skip
+            whole = unit in ("GPUs", "NICs")
+            low = max(1.0, lo_v / f) if whole else lo_v / f
+            out[key] = FactRange(low, hi_v * f, unit, why, whole, zero=key in ZERO_FACTS)
+    return out
+
+
+ZERO_FACTS = frozenset({"fp8_flops", "activation_reserve_bytes"})
+"""Facts whose 0 means "none" (no FP8 tensor cores; nothing kept back from the KV cache)."""
 
 
 def _number(value: Any, path: str) -> float:
-    """A finite number; YAML 1.1 reads ``96e9`` (no dot) as text, so text that parses counts."""
+    """A finite number; text that parses as one counts (quoted in TOML or YAML: ``"96e9"``)."""
     if isinstance(value, str):
         with contextlib.suppress(ValueError):
             value = float(value)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ConfigError("config", path, f"expected a finite number (got {value!r})")
+        raise ValueError(f"{path}: expected a finite number (got {value!r:.40})")
     return float(value)

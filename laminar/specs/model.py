@@ -16,12 +16,14 @@ experts, the final norm and an untied output head. DeepSeek's multi-token-predic
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from laminar.errors import ConfigError
+from laminar.inputfile import InputFileError, MiB, load_json
 
 BYTES_PER_DTYPE = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1}
 
@@ -124,6 +126,35 @@ class ModelSpec:
 # Reading config.json ------------------------------------------------------------------------
 
 
+# The largest value each config.json dimension may take. Real models stay orders of magnitude
+# below (the largest in parentheses); a bigger one is a typo or an attack, and refusing it
+# keeps every count below exact in a float and every loop over layers short.
+MAX_DIMS: dict[str, int] = {
+    "hidden_size": 1 << 20,  # (16,384: Llama 3.1 405B)
+    "num_hidden_layers": 10_000,  # (126: Llama 3.1 405B)
+    "vocab_size": 1 << 24,  # (262,144: Gemma 3)
+    "num_attention_heads": 1 << 14,  # (128: DeepSeek-V3, Llama 3.1 405B)
+    "num_key_value_heads": 1 << 14,  # (<= the query heads)
+    "head_dim": 1 << 14,  # (256: Gemma)
+    "intermediate_size": 1 << 22,  # (53,248: Llama 3.1 405B)
+    "moe_intermediate_size": 1 << 22,  # (2,048: DeepSeek-V3)
+    "shared_expert_intermediate_size": 1 << 22,  # (20,480: Qwen2-57B-A14B)
+    "n_routed_experts": 1 << 16,  # (384: Kimi K2)
+    "num_experts": 1 << 16,
+    "num_local_experts": 1 << 16,
+    "num_experts_per_tok": 1 << 16,  # (<= the experts)
+    "n_shared_experts": 1 << 10,  # (2: DeepSeek-V2)
+    "kv_lora_rank": 1 << 16,  # (512: DeepSeek-V3)
+    "q_lora_rank": 1 << 16,  # (1,536: DeepSeek-V3)
+    "qk_rope_head_dim": 1 << 16,  # (64)
+    "qk_nope_head_dim": 1 << 16,  # (128)
+    "v_head_dim": 1 << 16,  # (128)
+    "first_k_dense_replace": 10_000,  # (<= the layers)
+    "moe_layer_freq": 10_000,
+    "decoder_sparse_step": 10_000,
+}
+
+
 class _Keys:
     """Typed access to a config mapping; errors name the file and key."""
 
@@ -134,18 +165,47 @@ class _Keys:
         return ConfigError(self.source, f"{self.where}{key}" if self.where else key, msg)
 
     def int(self, key: str, default: int | None = None, *, low: int = 1) -> int:
+        """A whole number in ``low``..``MAX_DIMS[key]`` (a float with nothing after the point
+        counts: some exporters write ``4096.0``)."""
         v = self.data.get(key, default)
         if v is None:
             raise self._err(key, "missing; a Hugging Face config.json has it for this model")
-        if isinstance(v, bool) or not isinstance(v, int | float) or v != int(v) or v < low:
-            raise self._err(key, f"expected a whole number >= {low} (got {v!r})")
+        high = MAX_DIMS[key]
+        whole = isinstance(v, int) or (isinstance(v, float) and math.isfinite(v) and v == int(v))
+        if isinstance(v, bool) or not whole or not low <= v <= high:
+            shown = repr(v) if isinstance(v, int | float | str) else type(v).__name__
+            raise self._err(key, f"expected a whole number {low}..{high:,} (got {shown:.40})")
         return int(v)
 
     def flag(self, key: str, default: bool) -> bool:
         v = self.data.get(key, default)
         if not isinstance(v, bool):
-            raise self._err(key, f"expected true or false (got {v!r})")
+            raise self._err(key, f"expected true or false (got {v!r:.40})")
         return v
+
+    def layer_list(self, key: str, layers: int) -> set[int]:
+        """A list of layer indices (0..layers-1), each at most once: checked before use."""
+        v = self.data.get(key) or []
+        if not isinstance(v, list) or len(v) > layers:
+            raise self._err(key, f"expected a list of at most {layers} layer indices")
+        bad = [x for x in v if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < layers]
+        if bad:
+            raise self._err(key, f"{bad[0]!r:.40} is not a layer index 0..{layers - 1}")
+        return set(v)
+
+
+def _check_finite(data: dict[str, Any], source: str, where: str) -> None:
+    """Every number in ``data`` (at any depth) finite: a NaN or infinite ``rope_theta`` is no
+    model, even where Laminar does not read it."""
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        value, key = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((v, f"{key}.{k}" if key else str(k)) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, f"{key}[{i}]") for i, v in enumerate(value))
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(source, f"{where}{key}"[:120], f"{value} is not a finite number")
 
 
 def from_hf_config(data: dict[str, Any], *, name: str, source: str, where: str = "") -> ModelSpec:
@@ -154,10 +214,13 @@ def from_hf_config(data: dict[str, Any], *, name: str, source: str, where: str =
     ``source`` and ``where`` (a key prefix such as ``model.spec.``) go into error messages."""
     if not isinstance(data, dict):
         raise ConfigError(source, where.rstrip("."), "expected a mapping (a config.json object)")
+    _check_finite(data, source, where)
     k = _Keys(data, source, where)
     hidden, layers, vocab = k.int("hidden_size"), k.int("num_hidden_layers"), k.int("vocab_size")
     heads = k.int("num_attention_heads")
-    mtype = str(data.get("model_type", ""))
+    mtype = data.get("model_type", "")
+    if not isinstance(mtype, str):
+        raise k._err("model_type", f"expected text, got {type(mtype).__name__}")
     if "kv_lora_rank" in data and data.get("kv_lora_rank"):
         attn, dims = _mla_attention(k, hidden, heads)
     else:
@@ -260,7 +323,7 @@ def _moe_layout(k: _Keys, layers: int) -> dict:
         moe_idx = [i for i in range(layers) if i >= first and i % freq == 0]
     else:  # Qwen-MoE: every decoder_sparse_step-th layer, except mlp_only_layers
         step = k.int("decoder_sparse_step", 1)
-        only = set(k.data.get("mlp_only_layers") or [])
+        only = k.layer_list("mlp_only_layers", layers)
         moe_idx = [i for i in range(layers) if i not in only and (i + 1) % step == 0]
     shared = k.int("n_shared_experts", 0, low=0) if k.data.get("n_shared_experts") else 0
     shared_inter = shared * inter
@@ -312,15 +375,18 @@ def catalog_spec(name: str) -> ModelSpec:
     return from_hf_config(json.loads(text), name=name, source=entry["source"])
 
 
+MAX_HF_CONFIG_BYTES = 4 * MiB
+"""Largest ``config.json`` read (bytes); a model's is a few kilobytes."""
+
+
 def read_hf_config(path: str | Path, *, name: str = "") -> ModelSpec:
-    """The :class:`ModelSpec` of a local ``config.json`` file."""
+    """The :class:`ModelSpec` of a local ``config.json`` file, read with bounds
+    (``laminar.inputfile``: a regular file, UTF-8, at most 64 deep, standard JSON numbers)."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text())
-    except OSError as e:
-        raise ConfigError(str(p), "", f"cannot read model.hf_config: {e.strerror}") from None
-    except json.JSONDecodeError as e:
-        raise ConfigError(str(p), "", f"not valid JSON: {e}") from None
+        data = load_json(p, kind="model.hf_config (config.json)", max_bytes=MAX_HF_CONFIG_BYTES)
+    except InputFileError as e:
+        raise ConfigError(e.path, "", e.detail) from None
     return from_hf_config(data, name=name or p.parent.name or p.stem, source=str(p))
 
 

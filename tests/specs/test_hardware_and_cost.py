@@ -43,9 +43,11 @@ def test_inline_hardware_spec_overrides_facts_and_is_marked_config():
     hw = hardware_spec(cfg.cluster)
     assert hw["gpu_memory_bytes"] == 96e9 and hw.facts["rdma_efficiency"].basis == "config"
     assert hw["hbm_bytes_per_s"] == catalog_hardware("h100-sxm")["hbm_bytes_per_s"]
-    bad = load_config(overrides=["cluster.hardware_spec={warp_drive: 1}"])
+    with pytest.raises(ConfigError, match=r"cluster\.hardware_spec: warp_drive: unknown fact"):
+        load_config(overrides=["cluster.hardware_spec={warp_drive: 1}"])  # refused as it loads
+    bad = load_config().cluster.model_construct(hardware="h800", hardware_spec={"warp_drive": 1})
     with pytest.raises(ConfigError, match=r"cluster\.hardware_spec\.warp_drive"):
-        hardware_spec(bad.cluster)
+        hardware_spec(bad)  # and where a section was built without validation
     with pytest.raises(ConfigError, match=r"cluster\.hardware"):
         hardware_spec(load_config(overrides=["cluster.hardware=tpu-v9"]).cluster)
 

@@ -22,13 +22,12 @@ destination.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
+from laminar.costfile import read_cost_file
 from laminar.errors import ConfigError
 from laminar.policy import repack
 from laminar.policy.repack import Move, ReplicaState, StepCost, TrajectoryState
@@ -38,18 +37,13 @@ _STEP_TERMS = ("decode_base_s", "decode_per_seq_s", "decode_per_kv_token_s")
 
 def step_cost_from_file(path: str) -> StepCost | None:
     """The decode-step coefficients of a cost file (the simulator's format, as written by
-    ``laminar calibrate``); None for no file."""
+    ``laminar calibrate``), read and checked as every command reads one
+    (``laminar.costfile``); None for no file."""
     if not path:
         return None
+    table = read_cost_file(path).coefficients
     try:
-        table = json.loads(Path(path).expanduser().read_text())["coefficients"]
-        terms = [float(table[name]["value"]) for name in _STEP_TERMS]
-    except OSError as e:
-        raise ConfigError(path, "", f"cannot read cost file: {e.strerror}") from None
-    except (ValueError, KeyError, TypeError) as e:
-        raise ConfigError(path, "coefficients", f"needs {', '.join(_STEP_TERMS)}: {e}") from None
-    try:
-        return StepCost(*terms)
+        return StepCost(*(table[name][0] for name in _STEP_TERMS))
     except ValueError as e:
         raise ConfigError(path, "coefficients", str(e)) from None
 

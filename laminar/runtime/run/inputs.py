@@ -1,6 +1,7 @@
 """A run's inputs, checked before anything starts or is written: the model directory
-(``runtime.model.type = pretrained``) and the task file (``runtime.task.type = jsonl``); the
-cluster it joins (``runtime.address``). A bad one is a ``LaminarError`` naming the file (and
+(``runtime.model.type = pretrained``), the task file (``runtime.task.type = jsonl``) and the
+cost file (``sim.cost_file``: repack's step bound, ``laminar.costfile``); the cluster it joins
+(``runtime.address``). A bad one is a ``LaminarError`` naming the file (and
 line) or the setting: exit code 2."""
 
 from __future__ import annotations
@@ -9,8 +10,13 @@ from typing import Any
 
 
 def check_inputs(cfg: Any) -> None:
-    """Raise ``ModelDirError`` / ``TaskFileError`` for a bad model directory or task file."""
+    """Raise ``ModelDirError`` / ``TaskFileError`` / ``ConfigError`` for a bad model directory,
+    task file or cost file."""
     rt = cfg.runtime
+    if cfg.sim.cost_file:
+        from laminar.runtime.data.manager import step_cost_from_file
+
+        step_cost_from_file(cfg.sim.cost_file)
     if rt.model.type == "pretrained":
         from laminar.runtime.models.pretrained import check_model_dir
 
