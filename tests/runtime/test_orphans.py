@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from laminar.runtime.cluster.procfs import sweep_run_processes
+from laminar.runtime.cluster.procfs import shm_files_of, sweep_run_processes
 from tests.runtime.test_train_e2e import _small
 
 # Measured on the 2-core development VM (laminar/runtime/README.md, "Driver death"): every
@@ -44,6 +44,10 @@ unmarked = subprocess.Popen(["sleep", "300"], env=other, start_new_session=True)
 tied = subprocess.Popen([sys.executable, "-c",
     "from laminar.runtime.cluster.lifeline import parent_from_env, tie_to_parent\\n"
     "tie_to_parent(parent_from_env()); import time; time.sleep(300)"], env=child_env())
+from laminar.runtime.cluster.nodes import record_engine_shm
+queue = f"/dev/shm/psm_test_{run_id}"  # as a SIGKILLed engine's message queue
+open(queue, "wb").close()
+record_engine_shm(run_id, "rollout-0", [queue])
 print(marked.pid, unmarked.pid, tied.pid, guardian.proc.pid, flush=True)
 time.sleep(300)
 """
@@ -95,16 +99,24 @@ def _child(argv: list[str], env: dict | None = None):
         proc.wait()
 
 
+@pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="needs /dev/shm")
 def test_guardian_sweeps_its_run_when_the_driver_is_sigkilled():
     run_id = f"test{uuid.uuid4().hex[:8]}"
-    with _child(["-c", DRIVER, run_id]) as (driver, (marked, unmarked, tied, guardian)):
-        time.sleep(0.5)  # the guardian is waiting on its pipe
-        assert all(_alive(p) for p in (marked, unmarked, tied, guardian))
-        os.kill(driver.pid, signal.SIGKILL)
-        t = time.monotonic()
-        assert _gone_within([marked, tied, guardian], 15.0), "left after the driver's death"
-        print(f"swept {time.monotonic() - t:.2f} s after the SIGKILL")
-        assert _alive(unmarked), "the guardian killed a process of another run"
+    queue = Path(f"/dev/shm/psm_test_{run_id}")
+    try:
+        with _child(["-c", DRIVER, run_id]) as (driver, (marked, unmarked, tied, guardian)):
+            time.sleep(0.5)  # the guardian is waiting on its pipe
+            assert all(_alive(p) for p in (marked, unmarked, tied, guardian))
+            assert queue.exists()
+            os.kill(driver.pid, signal.SIGKILL)
+            t = time.monotonic()
+            assert _gone_within([marked, tied, guardian], 15.0), "left after the driver's death"
+            print(f"swept {time.monotonic() - t:.2f} s after the SIGKILL")
+            assert _alive(unmarked), "the guardian killed a process of another run"
+            assert not queue.exists(), "the noted engine shared memory outlived the guardian"
+    finally:
+        queue.unlink(missing_ok=True)
+        shutil.rmtree(Path(tempfile.gettempdir()) / f"laminar-{run_id}", ignore_errors=True)
 
 
 def test_a_multiprocessing_child_dies_with_its_parent_only_when_asked(tmp_path):
@@ -165,6 +177,8 @@ def test_a_sigkilled_driver_leaves_no_process_of_its_run(tmp_path):
         run_id = json.loads((run / "sessions.json").read_text())[-1]["run_id"]
         started = _run_processes(run_id)
         assert len(started) >= 6, started  # Ray's, the actors', the engines'
+        queues = {p for row in started for p in shm_files_of(int(row.split()[0]))}  # vLLM queues
+        assert queues, "the run's engines mapped no /dev/shm file"
         os.kill(driver.pid, signal.SIGKILL)  # the driver only, not its process group
         driver.wait()
         t = time.monotonic()
@@ -175,6 +189,10 @@ def test_a_sigkilled_driver_leaves_no_process_of_its_run(tmp_path):
         print(f"{len(started)} processes of the run; last gone {time.monotonic() - t:.1f} s "
               "after the driver's SIGKILL")  # fmt: skip
         assert not left, f"alive {DRIVER_DEATH_BOUND_S:.0f} s after the driver died: {left}"
+        deadline = time.monotonic() + 15.0  # the guardian unlinks them once the sweep is done
+        while any(os.path.exists(p) for p in queues) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [p for p in queues if os.path.exists(p)], "engine shared memory left behind"
     finally:
         if driver.poll() is None:
             driver.kill()

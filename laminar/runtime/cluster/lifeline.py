@@ -115,6 +115,7 @@ class Guardian:
 
 def guard(run_id: str) -> int:
     """The guardian's body: wait for EOF on stdin, then sweep the run's processes."""
+    from laminar.runtime.cluster.nodes import unlink_engine_shm
     from laminar.runtime.cluster.procfs import sweep_run_processes
 
     with contextlib.suppress(OSError):
@@ -124,6 +125,8 @@ def guard(run_id: str) -> int:
         if not sweep_run_processes(run_id):
             break
         time.sleep(SWEEP_PAUSE_S)
+    # Engines that died with their rollout (SIGKILL) left their message queues in /dev/shm.
+    unlink_engine_shm(run_id)
     return 0
 
 

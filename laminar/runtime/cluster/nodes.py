@@ -108,9 +108,43 @@ def enter_run(run_id: str) -> dict[str, str]:
     return env
 
 
-def remove_run_here(run_id: str) -> list[str]:
-    """Remove run ``run_id``'s directories on this machine; returns what existed."""
+ENGINE_SHM_DIR = "engine-shm"  # in the scratch dir: per rollout, the /dev/shm files its engine maps
+
+
+def record_engine_shm(run_id: str, replica_id: str, paths: list[str]) -> None:
+    """Note, in this machine's scratch dir of run ``run_id``, the shared-memory files that
+    replica ``replica_id``'s engine maps (vLLM's message queues, ``/dev/shm/psm_*``, named at
+    random, outside the run's directories). An engine killed with its driver (SIGKILL, no exit
+    handlers) never unlinks them, and once its processes are gone nothing else names them:
+    :func:`unlink_engine_shm` reads this note."""
+    where = run_dir(run_id, "scratch") / ENGINE_SHM_DIR
+    where.mkdir(parents=True, exist_ok=True)
+    tmp = where / f".{replica_id}.tmp"
+    tmp.write_text("\n".join(paths) + "\n")
+    os.replace(tmp, where / f"{replica_id}.txt")
+
+
+def unlink_engine_shm(run_id: str) -> list[str]:
+    """Unlink the files :func:`record_engine_shm` noted for run ``run_id`` on this machine that
+    still exist; returns them. Only names directly under ``/dev/shm`` are touched, whatever a
+    note says."""
     removed = []
+    for note in sorted((run_dir(run_id, "scratch") / ENGINE_SHM_DIR).glob("*.txt")):
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            for line in note.read_text().splitlines():
+                path = Path(line)
+                if path.parent != Path("/dev/shm") or path.name in ("", ".", ".."):
+                    continue
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                    removed.append(str(path))
+    return removed
+
+
+def remove_run_here(run_id: str) -> list[str]:
+    """Remove run ``run_id``'s directories on this machine, and the engine shared memory they
+    note (:func:`unlink_engine_shm`); returns what existed."""
+    removed = unlink_engine_shm(run_id)
     for root in ("shm", "scratch"):
         d = run_dir(run_id, root)  # type: ignore[arg-type]
         if d.exists():

@@ -187,6 +187,7 @@ class RolloutActor(RolloutWorker):
         if nice:
             os.nice(nice)  # the engine processes started from here inherit it
         self.scratch_env: dict[str, str] = {}
+        self.run_id = node.run_id if node is not None else ""
         if node is not None:  # before vLLM is imported: its processes inherit the variables
             self.scratch_env, model_dir = node.enter()
             spec = dataclasses.replace(spec, model_dir=str(model_dir))
@@ -202,6 +203,8 @@ class RolloutActor(RolloutWorker):
         """Start the engine; the footprint also names this machine (for node-side cleanup)."""
         out = await super().start()
         out["node_id"] = nodes.current_node()
+        if self.run_id:  # for a reaper after this process is gone (nodes.record_engine_shm)
+            nodes.record_engine_shm(self.run_id, self.replica_id, out["shm"])
         return out
 
     async def attach(self, weights: Any, pools: dict, t0_s: float, cpus: tuple = ()) -> None:

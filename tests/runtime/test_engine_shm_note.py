@@ -1,0 +1,72 @@
+"""An engine's /dev/shm queues are noted on its machine and unlinked by whoever reaps the run
+(the guardian, a --resume), even after every process that mapped them is gone."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from laminar.runtime.cluster import nodes
+
+pytestmark = pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="needs /dev/shm")
+
+
+@pytest.fixture
+def scratch(tmp_path, monkeypatch):
+    monkeypatch.setenv(nodes.SCRATCH_ROOT_ENV, str(tmp_path / "scratch"))
+    monkeypatch.setenv(nodes.SHM_ROOT_ENV, str(tmp_path / "shm"))
+    return tmp_path
+
+
+def _shm_file() -> Path:
+    path = Path("/dev/shm") / f"psm_test_{uuid.uuid4().hex[:12]}"
+    path.write_bytes(b"queue")
+    return path
+
+
+def test_noted_files_are_unlinked_with_the_run(scratch):
+    run_id = "r" + uuid.uuid4().hex[:8]
+    a, b = _shm_file(), _shm_file()
+    try:
+        nodes.record_engine_shm(run_id, "rollout-0", [str(a)])
+        nodes.record_engine_shm(run_id, "rollout-1", [str(b), "/dev/shm/psm_gone_already"])
+        removed = nodes.remove_run_here(run_id)
+        assert str(a) in removed and str(b) in removed
+        assert not a.exists() and not b.exists()
+        assert not nodes.run_dir(run_id, "scratch").exists()
+        assert nodes.unlink_engine_shm(run_id) == []  # the note went with the directory
+    finally:
+        for p in (a, b):
+            p.unlink(missing_ok=True)
+
+
+def test_a_note_never_unlinks_outside_dev_shm(scratch):
+    run_id = "r" + uuid.uuid4().hex[:8]
+    keep = scratch / "precious"
+    keep.write_text("user data")
+    inner = Path("/dev/shm") / f"laminar-test-{uuid.uuid4().hex[:8]}"
+    inner.mkdir()
+    (inner / "x").write_text("x")
+    try:
+        note = [str(keep), "/dev/shm/../" + str(keep).lstrip("/"), str(inner / "x"), "", "relative"]
+        nodes.record_engine_shm(run_id, "rollout-0", note)
+        assert nodes.unlink_engine_shm(run_id) == []
+        assert keep.exists() and (inner / "x").exists()
+    finally:
+        (inner / "x").unlink(missing_ok=True)
+        os.rmdir(inner)
+
+
+def test_an_unreadable_note_is_skipped(scratch):
+    run_id = "r" + uuid.uuid4().hex[:8]
+    a = _shm_file()
+    try:
+        nodes.record_engine_shm(run_id, "rollout-1", [str(a)])
+        where = nodes.run_dir(run_id, "scratch") / nodes.ENGINE_SHM_DIR
+        (where / "rollout-0.txt").write_bytes(b"\xff\xfe\x00garbage")
+        assert nodes.unlink_engine_shm(run_id) == [str(a)]
+    finally:
+        a.unlink(missing_ok=True)
