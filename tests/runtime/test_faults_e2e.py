@@ -4,7 +4,8 @@ One short run carries several fault kinds, each checked on its own record in ``s
 detected within its bound, recovered, a dead rollout replaced; the run reaches its steps with
 nothing lost and nothing consumed twice, and leaves no process or shared memory behind. A second
 test stops the driver with SIGTERM mid-run, resumes it with ``--resume``, SIGKILLs the resumed
-driver and resumes again.
+driver (within a bound nothing of its session runs any more: the orphan-proof driver) and
+resumes again.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pytest
 
 from laminar.cli import main
 from laminar.runtime.cluster.procfs import shm_files_of
+from tests.runtime.test_orphans import DRIVER_DEATH_BOUND_S, run_processes
 from tests.runtime.test_train_e2e import _leftovers, _small
 
 pytestmark = pytest.mark.slow
@@ -65,9 +67,10 @@ def test_rollout_engine_and_trainer_deaths_are_survived(tmp_path):
     assert not shm and not tmp and not procs, (shm, tmp, procs)
 
 
-def _stop_at_checkpoint(args: list[str], run, step: int, sig: int) -> tuple[int, set]:
+def _stop_at_checkpoint(args: list[str], run, step: int, sig: int) -> tuple[int, set, set]:
     """``laminar`` ``args`` in a child process, sent ``sig`` once checkpoint ``step`` exists;
-    returns its exit status and the processes it had started (pid, start time)."""
+    returns its exit status, the processes it had started (pid, start time) and the /dev/shm
+    files they mapped just before the signal."""
     proc = subprocess.Popen(
         [sys.executable, "-c", "import sys; from laminar.cli import main; sys.exit(main())", *args],
         stdout=subprocess.DEVNULL,
@@ -79,8 +82,9 @@ def _stop_at_checkpoint(args: list[str], run, step: int, sig: int) -> tuple[int,
             assert time.monotonic() < deadline
             time.sleep(0.2)
         tree = {(p.pid, p.create_time()) for p in psutil.Process(proc.pid).children(True)}
+        mapped = {path for pid, _ in tree for path in shm_files_of(pid)}
         proc.send_signal(sig)
-        return proc.wait(300), tree
+        return proc.wait(300), tree, mapped
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -98,6 +102,23 @@ def _still_running(tree: set) -> list[int]:
     return alive
 
 
+def _gone_with_its_driver(run_id: str, mapped: set[str]) -> None:
+    """Issue 32's orphan-proof driver, end to end: within ``DRIVER_DEATH_BOUND_S`` of the
+    driver's SIGKILL no process names its run (Ray's, the actors', the engines'), and the
+    guardian has unlinked the engines' shared memory, before any resume."""
+    t = time.monotonic()
+    left = run_processes(run_id)
+    while left and time.monotonic() - t < DRIVER_DEATH_BOUND_S:
+        time.sleep(0.5)
+        left = run_processes(run_id)
+    print(f"the killed session's processes gone {time.monotonic() - t:.1f} s after the SIGKILL")
+    assert not left, f"alive {DRIVER_DEATH_BOUND_S:.0f} s after the driver died: {left}"
+    deadline = time.monotonic() + 15.0  # the guardian unlinks them once its sweep is done
+    while any(os.path.exists(p) for p in mapped) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [p for p in mapped if os.path.exists(p)], "the guardian left engine shared memory"
+
+
 def test_sigterm_then_sigkill_mid_run_then_resume_reaches_the_steps(tmp_path):
     """SIGTERM stops the driver cleanly; the resumed driver is then SIGKILLed (no handler, no
     teardown: as when the driver's machine is lost); a second --resume removes what the killed
@@ -111,14 +132,14 @@ def test_sigterm_then_sigkill_mid_run_then_resume_reaches_the_steps(tmp_path):
     assert 2 <= len(done) < steps and not (run / "summary.json").exists()
     resume = ["train", "--resume", str(run), "--no-progress"]
     t = time.monotonic()
-    rc, tree = _stop_at_checkpoint(resume, run, len(done), signal.SIGKILL)
+    rc, tree, mapped = _stop_at_checkpoint(resume, run, len(done), signal.SIGKILL)
     assert rc == -signal.SIGKILL
     # its engines' shared memory (vLLM's message queues), never unlinked by the killed processes
-    mapped = {path for pid, _ in tree for path in shm_files_of(pid)}
     assert mapped, "the killed session's engines mapped no /dev/shm file"
     print(f"the SIGKILLed session took {time.monotonic() - t:.1f} s")  # its cost to the test
     killed = [r for r in json.loads((run / "sessions.json").read_text()) if not r["ended"]]
     assert len(killed) == 1  # the SIGTERMed session cleaned up after itself, this one did not
+    _gone_with_its_driver(killed[0]["run_id"], mapped)
     assert main(resume) == 0
     summary = json.loads((run / "summary.json").read_text())
     assert summary["steps"] == steps and summary["resumed"]["from_step"] >= len(done)
