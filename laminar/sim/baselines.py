@@ -171,6 +171,11 @@ class OneStep(GlobalSync):
             self.launch(cluster, version)
         return env.now - t0
 
+    def trainer_waits(self, cluster, data_wait_s: float, publish_s: float) -> tuple[float, float]:
+        """The wait for the next batch inside ``publish`` is generation; the rest, the sync."""
+        sync_s = min(publish_s, self.sync_s(cluster))
+        return data_wait_s + (publish_s - sync_s), sync_s
+
 
 class Stream(GlobalSync):
     """Stream generation (Fig. 3c): training overlaps the generation tail of the same batch."""
@@ -185,6 +190,7 @@ class Stream(GlobalSync):
     def start(self, cluster) -> None:
         super().start(cluster)
         self._trained = (0.0, 0.0)  # (when the step's last mini-batch is trained, its seconds)
+        self._idle_s = 0.0  # the trainer's idle seconds in the last ``sample``
         self.launch(cluster, 0)
 
     def sample(self, cluster, step: int) -> Proc:
@@ -193,10 +199,12 @@ class Stream(GlobalSync):
         n, k = self.cfg.workload.prompts_per_step, self.cfg.baselines.stream_minibatches
         sizes = [n // k + (1 if j < n % k else 0) for j in range(min(k, n))]
         groups, busy_until, total_s = [], env.now, 0.0
+        idle_s = 0.0  # the trainer waiting with nothing to train (the step's ``gen_s``)
         for size in sizes:
             ready = buffer.wait_for(size)
             if ready is not None:
                 yield ready
+            idle_s += max(0.0, env.now - busy_until)
             part = buffer.take(size)
             groups += part
             lens = [t.prompt_len + t.response_len for g in part for t in g.trajs]
@@ -206,7 +214,13 @@ class Stream(GlobalSync):
             total_s += train_s
             busy_until = _work_end(cluster, max(busy_until, env.now), train_s)
         self._trained = (busy_until, total_s)
+        self._idle_s = idle_s
         return groups
+
+    def trainer_waits(self, cluster, data_wait_s: float, publish_s: float) -> tuple[float, float]:
+        """Mini-batches train while the batch's tail generates: the generation wait is the
+        time the trainer sat idle between them, not all of ``data_wait_s``."""
+        return self._idle_s, publish_s
 
     def train(self, cluster, groups, seq_lens: list[int]) -> Proc:
         busy_until, total_s = self._trained

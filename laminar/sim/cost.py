@@ -111,6 +111,16 @@ class CostModel:
             flop += total * self.logprob_flop_per_token + sq * self.logprob_flop_per_token_sq
         return flop / (gpus * self.train_flop_per_s_per_gpu) + self.train_sync_s(gpus)
 
+    def logprob_s(self, seq_lens: Iterable[int], gpus: int) -> float:
+        """The part of :meth:`train_s` (``old_logprob=True``) that is the old-log-prob forward
+        on ``gpus`` trainer GPUs (0 for a cost file without ``logprob_*`` coefficients)."""
+        total = sq = 0
+        for n in seq_lens:
+            total += n
+            sq += n * n
+        flop = total * self.logprob_flop_per_token + sq * self.logprob_flop_per_token_sq
+        return flop / (gpus * self.train_flop_per_s_per_gpu)
+
     def train_sync_s(self, gpus: int) -> float:
         """Seconds of the gradient all-reduce (reduce-scatter + all-gather, ring: 2(g-1)/g of
         the bytes through each GPU) that ends a step on ``gpus`` data-parallel GPUs: over

@@ -13,6 +13,10 @@ step, as the paper averages after a warm-up (§8). Definitions (all per system):
 - ``staleness_mean`` / ``staleness_max``: over trajectories trained in the window (§6);
 - ``actor_stall_s_mean``: trainer seconds per step spent handing weights over (§4);
 - ``weight_wait_s_mean``: seconds per weight load a rollout spends, over loads in the window;
+- ``gen_s_mean``, ``old_logprob_s_mean``, ``ref_s_mean``, ``update_s_mean``,
+  ``weight_sync_s_mean``: the step's stages (``laminar.sim.stages``: what each holds, how
+  overlapped stages are reported), averaged over the window's steps; they add up to
+  ``step_time_s_mean`` (to rounding) when no trainer outage hits the window;
 - ``warmup_steps``: the steps left out; ``steady_state``: ``steady``, or why the window's
   figures may not be steady-state ones (``laminar.sim.steady``: a trend test on its steps).
 """
@@ -25,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from laminar.sim.cluster import Cluster
+from laminar.sim.stages import STAGES
 from laminar.sim.steady import steady_state
 
 SUMMARY_COLUMNS = [
@@ -41,6 +46,7 @@ SUMMARY_COLUMNS = [
     "actor_stall_s_mean",
     "weight_wait_s_mean",
     "step_time_s_mean",
+    *(f"{stage}_mean" for stage in STAGES),
     "trainer_gpus",
     "rollout_gpus",
     "replicas",
@@ -100,6 +106,7 @@ def summary_row(c: Cluster) -> dict:
             "actor_stall_s_mean": win["actor_stall_s"].mean(),
             "weight_wait_s_mean": float(np.mean(waits)) if waits else 0.0,
             "step_time_s_mean": window_s / len(win),
+            **{f"{stage}_mean": win[stage].mean() for stage in STAGES},
         }
     )
     return row

@@ -183,6 +183,13 @@ class System:
         cluster.relay.publish(version)
         return stall_s
 
+    def trainer_waits(self, cluster, data_wait_s: float, publish_s: float) -> tuple[float, float]:
+        """The step's stages outside training (``laminar.sim.stages``): of the trainer's
+        ``data_wait_s`` in ``sample`` and ``publish_s`` in ``publish``, the seconds it waited
+        for generation and those it spent handing weights over. Laminar: all of the first,
+        all of the second (the actor stall)."""
+        return data_wait_s, publish_s
+
     def after_update(self, cluster, version: int) -> None:
         """§5.1: a repack check after each update frees rollouts for the new version."""
         if cluster.manager is not None:

@@ -2,7 +2,9 @@
 
 Staleness of every consumed trajectory is recorded through ``laminar.policy.staleness`` at the
 moment the trainer takes it: the trainer's version then, minus the version it was generated
-with (§6). Version v is the weights after v updates; rollouts start at version 0.
+with (§6). Version v is the weights after v updates; rollouts start at version 0. Each step's
+row also splits its time into stages (generation wait, old-log-prob, reference, update, weight
+sync; ``laminar.sim.stages``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import simpy
 
 from laminar.policy.staleness import StalenessTracker
 from laminar.sim.pools import Group
+from laminar.sim.stages import step_stages
 
 
 class Trainer:
@@ -37,24 +40,26 @@ class Trainer:
             start_s = env.now
             lens, stale = self._consume(groups)
             train_s = yield from system.train(cluster, groups, lens)
+            trained_s = env.now
             self.version += 1
             stall_s = yield from system.publish(cluster, self.version)
-            self.rows.append(
-                {
-                    "step": step,
-                    "version": self.version,
-                    "start_s": start_s,
-                    "data_wait_s": start_s - asked_s,
-                    "train_s": train_s,
-                    "actor_stall_s": stall_s,
-                    "end_s": env.now,
-                    "trajectories": len(lens),
-                    "tokens": sum(lens),
-                    "staleness_mean": sum(stale) / len(stale) if stale else 0.0,
-                    "staleness_max": max(stale, default=0),
-                    "buffered_trajectories": cluster.buffer.trajectories,
-                }
-            )
+            times = (asked_s, start_s, trained_s, env.now)
+            row = {
+                "step": step,
+                "version": self.version,
+                "start_s": start_s,
+                "data_wait_s": start_s - asked_s,
+                "train_s": train_s,
+                "actor_stall_s": stall_s,
+                "end_s": env.now,
+                "trajectories": len(lens),
+                "tokens": sum(lens),
+                "staleness_mean": sum(stale) / len(stale) if stale else 0.0,
+                "staleness_max": max(stale, default=0),
+                "buffered_trajectories": cluster.buffer.trajectories,
+            }
+            row.update(step_stages(cluster, lens, train_s, times))
+            self.rows.append(row)
             self.steps_done += 1
             cluster.on_step_done(self.steps_done)
             system.after_update(cluster, self.version)
