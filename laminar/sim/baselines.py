@@ -152,22 +152,25 @@ class OneStep(GlobalSync):
 
     def sample(self, cluster, step: int) -> Proc:
         groups = yield from super().sample(cluster, step)
-        if step == 0 and self.more_batches(1):
+        if step == 0:
             self.launch(cluster, 0)  # batch 1 on version 0 while the trainer trains batch 0
         return groups
 
     def publish(self, cluster, version: int) -> Proc:
         """After step ``version - 1``: wait for batch ``version`` (generated meanwhile), sync
-        the new weights everywhere, start batch ``version + 1`` on them."""
+        the new weights everywhere, start batch ``version + 1`` on them.
+
+        The pipeline keeps its batch of lookahead to the end: the batch after the last step's
+        is generated too (never trained on), so the last step waits for it and syncs like
+        every other step; without it, the last step paid neither and a short run came out
+        too fast (issue 30)."""
         env = cluster.env
         t0 = env.now
-        if not self.more_batches(version):
-            return 0.0
         ready = cluster.buffer.wait_for(self.cfg.workload.prompts_per_step)
         if ready is not None:
             yield ready
         yield from self.sync_weights(cluster, version)
-        if self.more_batches(version + 1):
+        if self.more_batches(version):
             self.launch(cluster, version)
         return env.now - t0
 
