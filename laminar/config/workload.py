@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from laminar.config.base import Section
 
@@ -68,8 +68,47 @@ class WorkloadConfig(Section):
     """Longest response; longer ones are truncated, finish_reason ``length`` (tokens, 1..1M);
     paper: 16K."""
 
+    response_len_mean: float | None = Field(None, ge=1, le=1_048_576)
+    """Mean response length over the run's ``steps`` batches, truncated responses included
+    (tokens, 1..1M and below ``max_response_len``), as a past run's logs report it; solved into
+    the synthetic generator's median (``laminar.traces.lengths``: its log-normal family, every
+    preset). None: the preset's own. A trace source overrides it (ignored, with a warning)."""
+
+    response_len_p99: float | None = Field(None, ge=1, le=1_048_576)
+    """99th percentile of the response lengths over the run's ``steps`` batches (tokens,
+    1..1M, above ``response_len_mean`` and below ``max_response_len``); with the mean it sets
+    the generator's median and spread, alone the median at the preset's spread. None: the
+    preset's own. A trace source overrides it (ignored, with a warning)."""
+
     steps: int = Field(20, ge=1, le=1_000_000)
     """Trainer steps (global batches) to run (count, 1..1e6)."""
+
+    @field_validator("response_len_mean")
+    @classmethod
+    def _mean_below_max(cls, v: float | None, info: ValidationInfo) -> float | None:
+        top = info.data.get("max_response_len")
+        if v is not None and top is not None and v >= top:
+            raise ValueError(
+                f"{v:g} tokens is not below max_response_len ({top}): lengths truncated there "
+                "have a smaller mean"
+            )
+        return v
+
+    @field_validator("response_len_p99")
+    @classmethod
+    def _p99_between(cls, v: float | None, info: ValidationInfo) -> float | None:
+        mean, top = info.data.get("response_len_mean"), info.data.get("max_response_len")
+        if v is not None and top is not None and v >= top:
+            raise ValueError(
+                f"{v:g} tokens is not below max_response_len ({top}): a p99 at the max only "
+                "says 1% or more are truncated, which pins no distribution"
+            )
+        if v is not None and mean is not None and v <= mean:
+            raise ValueError(
+                f"{v:g} tokens is not above response_len_mean ({mean:g}): response lengths are "
+                "right-skewed, their p99 lies above their mean"
+            )
+        return v
 
     @model_validator(mode="before")
     @classmethod

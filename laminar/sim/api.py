@@ -210,7 +210,9 @@ def load_run_workload(config: LaminarConfig) -> pd.DataFrame:
     (a synthetic preset keeps drifting, a trace cycles); the prompt pool wraps beyond that.
     """
     from laminar.traces import load_workload
+    from laminar.traces.lengths import resolve_lengths
 
+    config = resolve_lengths(config)  # a mean / p99 is over the run's own steps, not these
     w = config.workload
     ahead = w.model_copy(update={"steps": 2 * w.steps + 2})
     return load_workload(config.model_copy(update={"workload": ahead}))

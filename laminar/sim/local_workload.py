@@ -9,6 +9,7 @@ import pandas as pd
 
 from laminar.config import LaminarConfig
 from laminar.errors import ConfigError
+from laminar.traces.lengths import MEAN_KEY, P99_KEY, warn_trace_overrides
 
 Z_99 = 2.3263478740408408  # standard normal quantile at 0.99 (the task's tail_ratio is p99/p50)
 
@@ -20,8 +21,16 @@ def runtime_workload(cfg: LaminarConfig) -> pd.DataFrame | None:
     if w.source.type == "trace":
         from laminar.traces import read_trace
 
+        warn_trace_overrides(cfg)
+
         trace = read_trace(w.source.path, max_response_len=w.max_response_len)
         return _issue_order(trace, w.prompts_per_step)
+    for key, value in ((MEAN_KEY, w.response_len_mean), (P99_KEY, w.response_len_p99)):
+        if value is not None:
+            raise ConfigError(
+                "config", key, "the runtime job's response lengths are its task's: set "
+                "runtime.task.median_len and runtime.task.tail_ratio instead"
+            )  # fmt: skip
     return task_workload(cfg)
 
 

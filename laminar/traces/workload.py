@@ -6,6 +6,10 @@ sample; ``prompt_id`` is unique over the run (``step * prompts_per_step + p``); 
 required ones plus ``turns`` / ``tool_latency_s`` when the source has them (measured columns
 are dropped: a run measures its own).
 
+A synthetic source's lengths can be stated as a mean and a p99 (``workload.response_len_mean``,
+``workload.response_len_p99``; ``laminar.traces.lengths`` solves them into the generator's
+parameters); a trace overrides them.
+
 A trace whose shape differs from the config is reshaped, never rejected (traces/README.md):
 
 * grouped trace: its GRPO groups, ordered by (step, prompt_id), fill the run's groups in order,
@@ -28,6 +32,7 @@ import pandas as pd
 
 from laminar.errors import ConfigError, LaminarError, LaminarWarning, TraceError
 from laminar.traces.io import read_trace
+from laminar.traces.lengths import resolve_lengths
 from laminar.traces.schema import REQUIRED_COLUMNS, SOURCE_COLUMNS, TOOL_COLUMNS
 from laminar.traces.synth import preset_params, synthesize
 
@@ -37,6 +42,7 @@ if TYPE_CHECKING:
 
 def load_workload(cfg: LaminarConfig) -> pd.DataFrame:
     """The trajectories of the run described by ``cfg`` (see the module docstring)."""
+    cfg = resolve_lengths(cfg)  # response_len_mean / _p99 -> generator parameters
     w = cfg.workload
     src = w.source
     if src.type == "synthetic":
