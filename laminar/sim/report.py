@@ -14,6 +14,11 @@ ROWS: list[tuple[str, str, str]] = [
     ("warmup_steps", "warm-up steps left out", "int"),
     ("sim_time_s", "simulated time (s)", "f1"),
     ("step_time_s_mean", "step time, mean (s)", "f2"),
+    ("gen_s_mean", "  waiting for generation (s)", "f2"),
+    ("old_logprob_s_mean", "  old log-probs (s)", "f2"),
+    ("ref_s_mean", "  reference (s)", "f2"),
+    ("update_s_mean", "  update (s)", "f2"),
+    ("weight_sync_s_mean", "  weight sync (s)", "f3"),
     ("train_tokens_per_s", "training throughput (tokens/s)", "big"),
     ("gen_tokens_per_s", "generation throughput (tokens/s)", "big"),
     ("mean_kv_util", "KV-cache use, mean", "pct"),
@@ -27,9 +32,9 @@ ROWS: list[tuple[str, str, str]] = [
 
 
 def _fmt(kind: str, row: pd.Series, col: str) -> str:
-    v = row[col]
     if col not in row:
         return "-"
+    v = row[col]
     if kind == "split":
         return f"{int(v)} ({int(row['trainer_gpus'])} + {int(row['rollout_gpus'])})"
     if isinstance(v, float) and math.isnan(v):
