@@ -70,3 +70,31 @@ def test_an_unreadable_note_is_skipped(scratch):
         assert nodes.unlink_engine_shm(run_id) == [str(a)]
     finally:
         a.unlink(missing_ok=True)
+
+
+def test_a_process_that_entered_the_run_notes_where_the_guardian_looks(tmp_path, monkeypatch):
+    """enter_run moves TMPDIR into the run's scratch dir; the note an actor writes after that
+    must still land in the run dir the driver's guardian (started before, TMPDIR untouched)
+    reads, not in a run dir nested inside the first (CI: 'the guardian left engine shared
+    memory')."""
+    monkeypatch.delenv(nodes.SCRATCH_ROOT_ENV, raising=False)
+    monkeypatch.delenv(nodes.SHM_ROOT_ENV, raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    run_id = "r" + uuid.uuid4().hex[:8]
+    guardian_view = nodes.run_dir(run_id, "scratch")
+    queue = _shm_file()
+    saved = dict(os.environ)
+    try:
+        nodes.enter_run(run_id)  # as an actor does, first thing
+        nodes.record_engine_shm(run_id, "rollout-0", [str(queue)])
+        assert nodes.run_dir(run_id, "scratch") == guardian_view
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    assert (guardian_view / nodes.ENGINE_SHM_DIR / "rollout-0.txt").exists()
+    try:
+        assert nodes.unlink_engine_shm(run_id) == [str(queue)]
+        assert not queue.exists()
+    finally:
+        queue.unlink(missing_ok=True)

@@ -86,6 +86,11 @@ def scratch_env(run_id: str) -> dict[str, str]:
     """Scratch variables of a process of run ``run_id`` on this machine (vLLM, torch, tempfile)."""
     tmp = run_dir(run_id, "scratch")
     return {
+        # The roots, pinned as resolved now: with TMPDIR moved into the run's directory, this
+        # process's and its children's run_dir() would otherwise point inside it (a note written
+        # there, e.g. record_engine_shm's, is then not where the guardian or a --resume looks).
+        SCRATCH_ROOT_ENV: str(scratch_root()),
+        SHM_ROOT_ENV: str(shm_root()),
         "TMPDIR": str(tmp / "tmp"),  # vLLM's sockets, /tmp/vllm_dist_*, torch caches
         "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"),
         "VLLM_RPC_BASE_PATH": str(tmp / "vllm-rpc"),
