@@ -114,6 +114,13 @@ def cost_file(results: dict, label: str) -> str:
         coeffs["train_flop_per_s_per_gpu"] = Coefficient(
             fsdp["flop_per_s"], unit, f"{where}: one FSDP2 GRPO step, {fsdp['shape']}"
         )
+        if results.get("dry_run"):
+            # A CPU's rate paired with 7B's FLOPs a token is a second a token, which no cost
+            # file may claim (laminar.costfile): a dry run prices the shape it trained.
+            unit = coeffs["train_flop_per_token"].unit
+            coeffs["train_flop_per_token"] = Coefficient(
+                8.0 * fsdp["params"], unit, f"{where}: 8 x the {fsdp['shape']} shape's parameters"
+            )
     return CostModel(coeffs, f"{where} (else h800 / qwen2.5-7b preset)").to_json()
 
 
@@ -249,8 +256,17 @@ def main(argv: list[str] | None = None) -> int:
         except (RuntimeError, subprocess.TimeoutExpired) as e:
             results["errors"][name] = str(e)
     results["total_s"] = time.perf_counter() - t0
+    cost_path = out / "gpu_check-qwen2.5-7b.cost.json"
+    cost = cost_file(results, label)
+    try:  # the checks every command's cost-file reader applies: never write one it refuses
+        from laminar.costfile import check_cost_content
+        from laminar.errors import ConfigError
+
+        check_cost_content(json.loads(cost), str(cost_path))
+        cost_path.write_text(cost)
+    except ConfigError as e:
+        results["errors"]["cost file"] = str(e)
     (out / "gpu_check.json").write_text(json.dumps(results, indent=2) + "\n")
-    (out / "gpu_check-qwen2.5-7b.cost.json").write_text(cost_file(results, label))
     print(table(results))
     print(f"\n{results['total_s']:.0f} s; results in {out / 'gpu_check.json'}, cost file "
           f"{out / 'gpu_check-qwen2.5-7b.cost.json'}")  # fmt: skip
