@@ -34,7 +34,16 @@ NODE_ID_LABEL = "ray.io/node-id"
 
 
 def replica_devices(cfg: LaminarConfig) -> int:
-    """Devices of one replica (its vLLM ``tensor_parallel_size``); checks the config allows it."""
+    """Devices of one replica's tensor-parallel group (its vLLM ``tensor_parallel_size``);
+    checks the config allows the replica (:func:`replica_span`)."""
+    replica_span(cfg)
+    return 1 if cfg.runtime.device == "cpu" else cfg.model.rollout_tp
+
+
+def replica_span(cfg: LaminarConfig) -> int:
+    """Devices one replica's engine holds: ``rollout_tp x rollout_ep`` on cuda (expert
+    parallelism: ``laminar.runtime.rollout.serving``), 1 on CPU; a ``ConfigError`` where the
+    config does not allow it."""
     tp, gpm = cfg.model.rollout_tp, cfg.cluster.gpus_per_machine
     if cfg.runtime.device == "cpu":
         if tp != 1:
@@ -45,25 +54,28 @@ def replica_devices(cfg: LaminarConfig) -> int:
                 "set model.rollout_tp=1 or runtime.device=cuda",
             )
         return 1
-    if tp > gpm or gpm % tp:
+    span = tp * cfg.model.rollout_ep
+    if span > gpm or gpm % span:
+        field_ = "model.rollout_tp" if cfg.model.rollout_ep == 1 else "model.rollout_ep"
         raise ConfigError(
-            "config", "model.rollout_tp", f"{tp} must divide cluster.gpus_per_machine ({gpm})"
-        )
-    if tp > 1 and cfg.runtime.gpu_share < 1:
+            "config", field_, f"rollout_tp x rollout_ep = {span} GPUs must divide "
+            f"cluster.gpus_per_machine ({gpm}): a replica's engine runs on one machine"
+        )  # fmt: skip
+    if span > 1 and cfg.runtime.gpu_share < 1:
         raise ConfigError(
             "config",
             "runtime.gpu_share",
-            f"{cfg.runtime.gpu_share}: a replica of model.rollout_tp={tp} GPUs takes them whole; "
-            "GPU sharing needs model.rollout_tp=1",
+            f"{cfg.runtime.gpu_share}: a replica of {span} GPUs (model.rollout_tp x rollout_ep) "
+            "takes them whole; GPU sharing needs one-GPU replicas",
         )
-    return tp
+    return span
 
 
 def replica_gpus(cfg: LaminarConfig) -> float:
-    """GPUs one cuda replica reserves: ``rollout_tp`` whole ones, or ``runtime.gpu_share`` of
-    one (replicas and trainer ranks may then share a device)."""
-    tp = replica_devices(cfg)
-    return cfg.runtime.gpu_share if tp == 1 else float(tp)
+    """GPUs one cuda replica reserves: ``rollout_tp x rollout_ep`` whole ones, or
+    ``runtime.gpu_share`` of one (replicas and trainer ranks may then share a device)."""
+    span = replica_span(cfg)
+    return cfg.runtime.gpu_share if span == 1 else float(span)
 
 
 def machine_room(free_gpus: float, gpus_per_machine: int, per_replica: float) -> int:

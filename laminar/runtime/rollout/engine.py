@@ -38,6 +38,10 @@ class EngineSpec:
     """Tokens per streamed delta (fewer, larger deltas cost the front end less per token)."""
     stop_token_ids: tuple[int, ...] = ()
     """Every token that ends an answer (EOS, end-of-turn); empty: ``eos_token_id`` alone."""
+    quantization: str | None = None
+    """vLLM's online weight quantization (``fp8``: ``model.rollout_quant``) or None."""
+    expert_parallel: int = 1
+    """``model.rollout_ep``: expert-parallel attention replicas of one engine (cuda, MoE)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,8 @@ class VllmEngine:
         from vllm.sampling_params import RequestOutputKind
         from vllm.v1.engine.async_llm import AsyncLLM
 
+        from laminar.runtime.rollout.serving import Serving
+
         s = self.spec
         args = AsyncEngineArgs(
             model=s.model_dir,
@@ -51,6 +53,7 @@ class VllmEngine:
             # the actor holds the replica's devices (CUDA_VISIBLE_DEVICES): vLLM's own worker
             # processes use them, rather than Ray actors of the actor's placement group
             distributed_executor_backend="mp" if s.tensor_parallel_size > 1 else None,
+            **Serving(s.quantization, s.expert_parallel).engine_args(),
         )
         self._llm = AsyncLLM.from_engine_args(args, stat_loggers=[self._stat_logger_factory()])
         cache = self._llm.vllm_config.cache_config

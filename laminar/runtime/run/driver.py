@@ -247,6 +247,8 @@ def _engine_spec(cfg: LaminarConfig, info: dict, index: int, tp: int = 1) -> Eng
         dtype=info.get("dtype", "float32"),  # what the trainer exports each version in
         gpu_memory_fraction=rt.gpu_memory_fraction,
         tensor_parallel_size=tp,
+        quantization=cfg.model.rollout_quant if cfg.model.rollout_quant != "none" else None,
+        expert_parallel=cfg.model.rollout_ep,
     )
 
 

@@ -11,7 +11,10 @@ from typing import Any
 
 def check_inputs(cfg: Any) -> None:
     """Raise ``ModelDirError`` / ``TaskFileError`` / ``ConfigError`` for a bad model directory,
-    task file or cost file."""
+    task file or cost file, or a shared model field the runtime cannot serve here
+    (``laminar.runtime.rollout.serving``)."""
+    from laminar.runtime.rollout.serving import read_model_config, serving
+
     rt = cfg.runtime
     if cfg.sim.cost_file:
         from laminar.runtime.data.manager import step_cost_from_file
@@ -21,6 +24,7 @@ def check_inputs(cfg: Any) -> None:
         from laminar.runtime.models.pretrained import check_model_dir
 
         check_model_dir(rt.model.path)
+    serving(cfg, read_model_config(cfg))
     if rt.task.type == "jsonl":
         from laminar.runtime.tasks.jsonl import load_rows
 
