@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -98,6 +99,24 @@ def check_apart(
             f"{out}: {why} {given}, an input of this command; writing {flag} there would "
             f"replace what it reads; choose another {flag}"
         )
+
+
+def check_not_special(out: str | Path, *, flag: str = "--out") -> None:
+    """Refuse an output that exists as a device, FIFO or socket (``/dev/null``, a named pipe),
+    even with ``--force``: replacing one would delete a node the system or another program
+    relies on (``simulate --out /dev/null --force`` replaced /dev/null with a directory)."""
+    with contextlib.suppress(OSError, ValueError):
+        mode = os.lstat(out).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+            what = (
+                "a device"
+                if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else ("a FIFO" if stat.S_ISFIFO(mode) else "a socket")
+            )
+            raise OutputError(
+                f"{out}: is {what}, not a file or directory; {flag} never replaces one, not "
+                f"even with --force; choose another {flag}"
+            )
 
 
 def _same(a: str | Path, b: str | Path) -> bool:

@@ -92,6 +92,7 @@ def prepare_out(
     :class:`OutputError` otherwise. Writes nothing that stays."""
     if "\x00" in str(path):
         raise OutputError(f"{str(path)!r}: a path cannot hold a NUL character")
+    guard.check_not_special(path)
     target = _decide(path, force, command)
     # Inside an input directory only a new output, or this command's own previous one (plot's
     # RUN/plots), never something the input holds.

@@ -172,6 +172,7 @@ def prepare_file_out(
     out = Path(path)
     if out.is_dir():
         raise OutputError(f"{path}: is a directory; give a file name")
+    guard.check_not_special(path, flag="-o")
     guard.check_apart(path, inputs, flag="-o")
     run = guard.inside_run_dir(path, MARKER) if outside_run_dirs else None
     if run is not None:
@@ -202,6 +203,7 @@ def staged_file(out: str | Path) -> Iterator[Path]:
     out = Path(out)
     if out.is_dir():
         raise OutputError(f"{out}: is a directory; give a file name")
+    guard.check_not_special(out, flag="output")
     created: list[Path] = []
     try:
         make_parents(out.parent, created)
