@@ -119,6 +119,21 @@ def check_not_special(out: str | Path, *, flag: str = "--out") -> None:
             )
 
 
+NAME_MAX = 255
+"""Longest file name (bytes) of the usual file systems (ext4, XFS, btrfs, tmpfs)."""
+
+
+def check_name_lengths(out: str | Path, *, flag: str = "--out") -> None:
+    """Refuse an output whose path has a name longer than :data:`NAME_MAX` bytes before any
+    work (it would fail only when the finished output is moved into place)."""
+    for part in Path(os.path.abspath(out)).parts:
+        if len(os.fsencode(part)) > NAME_MAX:
+            raise OutputError(
+                f"{str(out)[:80]}...: {flag} holds a name of {len(os.fsencode(part)):,} bytes; "
+                f"a file system takes at most {NAME_MAX}"
+            )
+
+
 def _same(a: str | Path, b: str | Path) -> bool:
     """Whether two existing paths are one file or directory (hard link, bind mount)."""
     with contextlib.suppress(OSError, ValueError):

@@ -93,7 +93,12 @@ def prepare_out(
     if "\x00" in str(path):
         raise OutputError(f"{str(path)!r}: a path cannot hold a NUL character")
     guard.check_not_special(path)
-    target = _decide(path, force, command)
+    guard.check_name_lengths(path)
+    try:
+        target = _decide(path, force, command)
+    except OSError as e:  # a name too long, a loop of links: the path, not a traceback
+        raise OutputError(f"{path}: cannot use it: {e.strerror or e}") from None
+    _not_inside_a_train_run(target, path, command)
     # Inside an input directory only a new output, or this command's own previous one (plot's
     # RUN/plots), never something the input holds.
     inside_ok = target.mode == "new" or (
@@ -101,6 +106,24 @@ def prepare_out(
     )
     guard.check_apart(path, inputs, inside_ok=inside_ok)
     return _checked(target, path)
+
+
+def _not_inside_a_train_run(target: OutputTarget, given: str | Path, command: str) -> None:
+    """Refuse to write over, or into, something that exists inside a ``laminar train`` run
+    directory (its config, checkpoints, profile), even with ``--force``: only a new path there,
+    or this command's own previous output (``plot``'s ``RUN/plots``), may be written."""
+    if target.mode == "new":
+        return
+    run = guard.inside_run_dir(target.path, MARKER)
+    if run is None or guard.kind(marker_command(run) or "") != guard.PROTECTED:
+        return
+    if _is_run_dir(target.path) and _own_kind(target.path, command):
+        return
+    raise OutputError(
+        f"{given}: lies inside the `laminar train` run directory {run}; writing there would "
+        "replace or add to what that run holds, which no other output does, not even with "
+        "--force; choose another --out"
+    )
 
 
 def _own_kind(path: Path, command: str) -> bool:

@@ -160,19 +160,31 @@ def signal_guard() -> Iterator[SignalGuard]:
 
 
 def prepare_file_out(
-    path: str | Path, *, inputs: Iterable[str | Path] = (), outside_run_dirs: bool = False
+    path: str | Path,
+    *,
+    inputs: Iterable[str | Path] = (),
+    outside_run_dirs: bool = False,
+    suffixes: tuple[str, ...] = (),
 ) -> Path:
     """Check that the file ``path`` can be written (an existing file is replaced, a directory
     refused), before any work; :class:`OutputError` otherwise. It may not be, nor lie inside,
     one of the command's ``inputs`` (``laminar.guard``), nor with ``outside_run_dirs`` lie
     inside any Laminar run directory (a run directory holds what its command wrote: a file
-    written into one would replace one of its files, or make it foreign)."""
+    written into one would replace one of its files, or make it foreign); with ``suffixes``,
+    its name must end in one of them (``calibrate -o config.yaml`` would write JSON over a
+    YAML file)."""
     if "\x00" in str(path):
         raise OutputError(f"{str(path)!r}: a path cannot hold a NUL character")
     out = Path(path)
+    guard.check_name_lengths(path, flag="-o")
     if out.is_dir():
         raise OutputError(f"{path}: is a directory; give a file name")
     guard.check_not_special(path, flag="-o")
+    if suffixes and out.suffix.lower() not in suffixes:
+        raise OutputError(
+            f"{path}: expected a {' or '.join(suffixes)} file name (this output is written in "
+            "that format)"
+        )
     guard.check_apart(path, inputs, flag="-o")
     run = guard.inside_run_dir(path, MARKER) if outside_run_dirs else None
     if run is not None:

@@ -34,7 +34,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
     # before the fit, not after it; never over, nor into, a run directory it reads
     inputs = [*args.runs, args.at_speed_of or ""]
-    prepare_file_out(args.out, inputs=inputs, outside_run_dirs=True)
+    prepare_file_out(args.out, inputs=inputs, outside_run_dirs=True, suffixes=(".json",))
     content, fits = calibrate(args.runs)
     if args.at_speed_of:
         content = _at_speed_of(content, args.at_speed_of)

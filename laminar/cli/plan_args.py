@@ -106,9 +106,11 @@ def _split(text: str, flag: str) -> list[str]:
     pieces = text.split(",")
     if len(pieces) > MAX_VALUES:
         raise ConfigError("laminar plan", flag, f"{len(pieces):,} values; at most {MAX_VALUES:,}")
-    names = [s.strip() for s in pieces if s.strip()]
-    if not names:
+    names = [s.strip() for s in pieces]
+    if not any(names):
         raise ConfigError("laminar plan", flag, "expected a comma-separated list")
+    if not all(names):  # "16,,32": a value left out by mistake, not a shorter list
+        raise ConfigError("laminar plan", flag, f"an empty value in {text[:200]!r}")
     return list(dict.fromkeys(names))
 
 

@@ -120,6 +120,21 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cache_apart(path: Path, args: argparse.Namespace) -> None:
+    """A cache directory is written: it may not be, hold or lie inside an input of the plan,
+    nor lie in a Laminar run directory (``--cache-dir RUN`` filled a training run with cache
+    entries)."""
+    from laminar.cli.common import config_inputs
+    from laminar.guard import check_apart, inside_run_dir
+    from laminar.rundir import MARKER
+
+    check_apart(path, config_inputs(args.config, None), flag="--cache-dir")
+    run = path if (path / MARKER).is_file() else inside_run_dir(path, MARKER)
+    if run is not None:
+        raise ConfigError("laminar plan", "--cache-dir", f"{path} lies in the Laminar run "
+                          f"directory {run}; give the cache a directory of its own")  # fmt: skip
+
+
 def _cache_dir(args: argparse.Namespace, out: Path) -> Path | None:
     """The checked cache directory (``laminar.plan.cache.prepare_cache_dir``); never inside
     the plan directory, which a rerun replaces, nor holding it."""
@@ -133,6 +148,7 @@ def _cache_dir(args: argparse.Namespace, out: Path) -> Path | None:
         raise ConfigError("laminar plan", "--cache-dir", "expected a directory, got ''")
     path = Path(args.cache_dir) if explicit else default_cache_dir()
     if "\x00" not in str(path):
+        _cache_apart(path, args)
         a, b = resolved(path), resolved(out)
         if a == b or b in a.parents or a in b.parents:
             raise ConfigError("laminar plan", "--cache-dir" if explicit else "--out",

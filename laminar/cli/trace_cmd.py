@@ -72,6 +72,10 @@ def _add_max_response(parser: argparse.ArgumentParser) -> None:
     )
 
 
+PLOT_SUFFIXES = (".png", ".pdf", ".svg")
+"""Formats --plot writes (matplotlib's, by the name's suffix)."""
+
+
 def _show(args: argparse.Namespace) -> int:
     from laminar.traces import read_trace
     from laminar.traces.report import format_per_step, format_stats
@@ -80,7 +84,8 @@ def _show(args: argparse.Namespace) -> int:
     if args.plot:
         from laminar.rundir import prepare_file_out
 
-        prepare_file_out(args.plot, inputs=[args.file], outside_run_dirs=True)
+        prepare_file_out(args.plot, inputs=[args.file], outside_run_dirs=True,
+                         suffixes=PLOT_SUFFIXES)  # fmt: skip
     df = read_trace(args.file, max_response_len=args.max_response_len)
     print(f"trace: {args.file}")
     print(format_stats(trace_stats(df)))
@@ -103,7 +108,7 @@ def _synth(args: argparse.Namespace) -> int:
         raise LaminarError("trace synth needs PRESET and -o FILE (or --list)")
     from laminar.rundir import prepare_file_out
 
-    prepare_file_out(args.output, outside_run_dirs=True)
+    prepare_file_out(args.output, outside_run_dirs=True, suffixes=(".csv", ".parquet", ".jsonl"))
     df = synthesize(
         args.preset,
         steps=args.steps,

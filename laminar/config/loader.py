@@ -197,7 +197,8 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     try:
         value = load_yaml(raw, _set_label(text)) if raw.strip() else ""
     except yaml.YAMLError as e:
-        detail = f"cannot parse value: {_clip(str(e), 400)}"
+        why = getattr(e, "problem", None) or (str(e).splitlines() or ["not YAML"])[0]
+        detail = f"cannot parse value {_clip(raw, 80)!r} as YAML: {_clip(why, 200)}"
         raise ConfigError(_set_label(text), key, detail) from None
     return key.split("."), value
 

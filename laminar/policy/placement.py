@@ -23,9 +23,12 @@ MAX_CORE = 65535  # a sanity bound on a core number: no machine has more, and ra
 def parse_cpus(text: str) -> list[int]:
     """``"0-2,5"`` -> ``[0, 1, 2, 5]`` (empty text: no cores)."""
     cores: set[int] = set()
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        lo, _, hi = part.partition("-")
+    parts = [p.strip() for p in text.split(",")] if text.strip() else []
+    for part in parts:
+        lo, dash, hi = part.partition("-")
         try:
+            if not part or (dash and not hi):  # "1,,2", "1-": a typo, not a core list
+                raise ValueError
             a, b = int(lo), int(hi or lo)
         except ValueError:
             raise ValueError(f"bad CPU list {text!r}: expected e.g. '0-3,5'") from None

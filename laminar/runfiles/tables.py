@@ -86,6 +86,7 @@ def read_csv(path: Path, spec: Spec, *, kind: str, need: tuple[str, ...] | None 
     twice = sorted({c for c in header if header.count(c) > 1})
     if twice:
         raise file_error(path, f"column {twice[0]!r} appears twice in the header ({kind})")
+    _no_short_rows(text, len(header), path, kind)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # pandas warns where rows and header disagree
@@ -95,6 +96,20 @@ def read_csv(path: Path, spec: Spec, *, kind: str, need: tuple[str, ...] | None 
     except (ValueError, Warning, csv.Error, OverflowError, IndexError, TypeError) as e:
         raise file_error(path, f"not a readable {kind} ({_first_line(e)})") from None
     return check_frame(frame, spec, path, need=need)
+
+
+def _no_short_rows(text: str, width: int, path: Path, kind: str) -> None:
+    """Refuse a row with fewer fields than the header (pandas would fill them in as missing:
+    a file cut off mid-row, by a crash or a full disk, would be read as if whole)."""
+    try:
+        for i, row in enumerate(csv.reader(io.StringIO(text))):
+            if i and row and len(row) < width:
+                raise file_error(
+                    path, f"{len(row)} fields, the header has {width} (a truncated or ragged "
+                    f"row; {kind})", row=i,
+                )  # fmt: skip
+    except csv.Error as e:
+        raise file_error(path, f"not a readable {kind} ({_first_line(e)})") from None
 
 
 def read_parquet(path: Path, spec: Spec, *, kind: str, need: tuple[str, ...] | None = None,

@@ -48,8 +48,11 @@ TRAJECTORIES = {
 EVENTS = {"kind": Text(), "at_s": Number(), "src": Text()}
 """``events.csv``: repack moves and recoveries (a header alone when there were none)."""
 
-KV = {"at_s": Number(), "replica_id": Text(), "kv_usage": Number(low=0.0)}
-"""``kv.csv``: each replica's KV-cache use at each of the manager's checks."""
+KV = {"at_s": Number(), "replica_id": Text(), "kv_usage": Number(low=0.0),
+      "kv_tokens": COUNT, "trajectories": COUNT, "gen_tokens": COUNT}  # fmt: skip
+"""``kv.csv``: each replica's KV-cache use at each of the manager's checks (the counts are
+checked where a file has them; older runs have the first three columns only)."""
+KV_NEED = ("at_s", "replica_id", "kv_usage")
 
 
 def read_steps(run_dir: str | Path, need: tuple[str, ...] = STEPS_NEED) -> pd.DataFrame | None:
@@ -82,7 +85,7 @@ def read_events(run_dir: str | Path) -> pd.DataFrame:
 
 
 def read_kv(run_dir: str | Path) -> pd.DataFrame:
-    return read_csv(Path(run_dir) / "kv.csv", KV, kind="KV table (kv.csv)")
+    return read_csv(Path(run_dir) / "kv.csv", KV, kind="KV table (kv.csv)", need=KV_NEED)
 
 
 def read_summary(run_dir: str | Path) -> dict:
