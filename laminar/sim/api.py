@@ -45,6 +45,7 @@ from laminar.sim.results import (
 from laminar.sim.setting import resolve_setting
 from laminar.sim.steady import warmup_steps
 from laminar.specs.memory import require_fit
+from laminar.specs.model import model_label
 
 
 @dataclass
@@ -144,7 +145,7 @@ def simulate(
     summary = pd.DataFrame([t["summary"] for t in tables])
     spec = "+spec" if config.cluster.hardware_spec else ""
     summary["hardware"] = config.cluster.hardware + spec
-    summary["model"] = config.model.name
+    summary["model"] = model_label(config.model)
     for basis, names in efficiency_basis(config).items():
         summary[f"efficiencies_{basis}"] = names
     extra = [c for c in summary.columns if c not in SUMMARY_COLUMNS]

@@ -20,7 +20,7 @@ from laminar.errors import ConfigError
 from laminar.sim.cost import Coefficient, CostModel, load_cost_file
 from laminar.sim.costtrain import derive_links, derive_train
 from laminar.specs.hardware import HardwareSpec, catalog_hardware, hardware_names, hardware_spec
-from laminar.specs.memory import rollout_replica, weight_bytes
+from laminar.specs.memory import rollout_replica, serves_fp8, trajectory_context, weight_bytes
 from laminar.specs.model import BYTES_PER_DTYPE, ModelSpec, catalog_names, catalog_spec, model_spec
 from laminar.specs.trainer import train_mfu
 
@@ -44,6 +44,7 @@ def cost_model_for(cfg: LaminarConfig) -> CostModel:
         quant=m.rollout_quant,
         memory_utilization=cfg.sim.gpu_memory_utilization,
         gpus_per_machine=min(cfg.cluster.gpus_per_machine, cfg.cluster.gpus),
+        context=trajectory_context(cfg),
     )
 
 
@@ -104,8 +105,11 @@ def derive_specs(
     quant: str = "none",
     memory_utilization: float = 0.9,
     gpus_per_machine: int = 8,
+    context: int | None = None,
 ) -> CostModel:
-    """Coefficients for one ``tp`` x ``ep`` replica of ``m`` on ``hw`` (see module doc)."""
+    """Coefficients for one ``tp`` x ``ep`` replica of ``m`` on ``hw`` (see module doc);
+    ``context``: the trajectory length (tokens) at which a sliding-window or state-space
+    model's KV bytes a token and attention FLOPs are taken (None: uncapped)."""
     if ep > 1 and not m.is_moe:
         raise ConfigError("config", "model.rollout_ep", f"{m.name} has no experts; use 1")
     c: dict[str, Coefficient] = {}
@@ -115,6 +119,9 @@ def derive_specs(
 
     dense, routed = weight_bytes(m, dtype, quant)
     wdesc = f"{quant} linear layers" if quant != "none" else dtype
+    if m.quant_method:
+        wdesc = f"{m.quant_method} checkpoint ({m.quant_bytes:.4g} B a quantized weight)"
+    fp8 = serves_fp8(m, quant)
     put("replica_gpus", tp * ep, "GPUs", f"model.rollout_tp {tp} x model.rollout_ep {ep}")
     put(
         "weight_bytes",
@@ -122,16 +129,16 @@ def derive_specs(
         "bytes",
         f"{m.name}: {m.total_params / 1e9:.4g}B params from config.json ({m.source}), {wdesc}",
     )
-    replica = rollout_replica(_Cfg(dtype, quant, memory_utilization), m, hw, tp, ep)
-    _derive_memory(put, hw, m, replica, memory_utilization)
-    _derive_decode(put, hw, m, (dense, routed, dtype), tp, ep, quant, gpus_per_machine)
-    _derive_prefill(put, hw, m, dense + routed, tp, ep, quant, gpus_per_machine)
+    replica = rollout_replica(_Cfg(dtype, quant, memory_utilization), m, hw, tp, ep, context)
+    _derive_memory(put, hw, m, replica, memory_utilization, context)
+    _derive_decode(put, hw, m, (dense, routed, dtype, context), tp, ep, fp8, gpus_per_machine)
+    _derive_prefill(put, hw, m, (dense + routed, context), tp, ep, fp8, gpus_per_machine)
     derive_train(put, hw, m, dtype)
     derive_links(put, hw, gpus_per_machine)
     return CostModel(c, f"{hw.name} / {m.name} / tp={tp}" + (f" ep={ep}" if ep > 1 else ""))
 
 
-def _derive_memory(put, hw, m, replica, util) -> None:
+def _derive_memory(put, hw, m, replica, util, context) -> None:
     if replica.free_bytes_per_gpu <= 0:
         raise ConfigError(
             "config",
@@ -148,16 +155,16 @@ def _derive_memory(put, hw, m, replica, util) -> None:
         f"(gpu_memory {hw['gpu_memory_bytes']:.4g} B x sim.gpu_memory_utilization {util} - "
         f"weights per GPU {replica.weight_bytes_per_gpu:.4g} B - activation_reserve "
         f"{hw['activation_reserve_bytes']:.3g} B) / KV {replica.kv_bytes_per_token_per_gpu:.0f} "
-        f"B/token per GPU ({m.kv_bytes_per_token(2) // 2} elements/token over "
+        f"B/token per GPU ({m.kv_bytes_per_token(1, context):.0f} elements/token over "
         f"{m.kv_shards(replica.tp)} TP shard(s)) x ep {replica.ep} attention groups",
     )
 
 
-def _derive_decode(put, hw, m: ModelSpec, weights, tp, ep, quant, gpm) -> None:
-    dense, routed, dtype = weights
+def _derive_decode(put, hw, m: ModelSpec, weights, tp, ep, fp8, gpm) -> None:
+    dense, routed, dtype, context = weights
     hbm = hw["hbm_bytes_per_s"]
     w_eff, kv_eff = hw.facts["decode_weight_bw_efficiency"], hw.facts["decode_kv_bw_efficiency"]
-    peak = hw.peak_flops(quant == "fp8")
+    peak = hw.peak_flops(fp8)
     f_eff = hw.facts["decode_flops_efficiency"]
     allreduce = 0.0 if tp == 1 else 2 * m.layers * hw["tp_allreduce_s"]
     a2a_base, a2a_per_seq, link = _alltoall(hw, m, tp, ep, gpm)
@@ -177,12 +184,12 @@ def _derive_decode(put, hw, m: ModelSpec, weights, tp, ep, quant, gpm) -> None:
         f"FLOP / (peak {peak:.4g} FLOP/s x {f_eff.value} [{f_eff.cite()}])"
         + (f" + all-to-all of k x hidden x 2 B x 2 per MoE layer over {link}" if ep > 1 else ""),
     )
-    kv_bytes = m.kv_bytes_per_token(BYTES_PER_DTYPE[dtype])  # KV stays in dtype, fp8 or not
+    kv_bytes = m.kv_bytes_per_token(BYTES_PER_DTYPE[dtype], context)  # KV stays in dtype
     put(
         "decode_per_kv_token_s",
         kv_bytes / m.kv_shards(tp) / ep / (hbm * kv_eff.value),
         "s/token",
-        f"KV {kv_bytes} B/token / {m.kv_shards(tp)} TP shard(s) / ep {ep} / (hbm x "
+        f"KV {kv_bytes:.0f} B/token / {m.kv_shards(tp)} TP shard(s) / ep {ep} / (hbm x "
         f"{kv_eff.value} [{kv_eff.cite()}])",
     )
     put("moe_experts", m.experts, "experts", "config.json routed experts (0: dense)")
@@ -209,11 +216,12 @@ def _alltoall(hw, m: ModelSpec, tp, ep, gpm) -> tuple[float, float, str]:
     return 2 * m.moe_layers * hw["alltoall_startup_s"], per_seq, "NVLink" if in_domain else "NICs"
 
 
-def _derive_prefill(put, hw, m: ModelSpec, all_bytes, tp, ep, quant, gpm) -> None:
+def _derive_prefill(put, hw, m: ModelSpec, weights, tp, ep, fp8, gpm) -> None:
+    all_bytes, context = weights
     hbm = hw["hbm_bytes_per_s"]
     w_eff = hw.facts["decode_weight_bw_efficiency"]
     eff = hw.facts["prefill_flops_efficiency"]
-    peak = hw.peak_flops(quant == "fp8")
+    peak = hw.peak_flops(fp8)
     allreduce = 0.0 if tp == 1 else 2 * m.layers * hw["tp_allreduce_s"]
     put(
         "prefill_base_s",
@@ -231,7 +239,7 @@ def _derive_prefill(put, hw, m: ModelSpec, all_bytes, tp, ep, quant, gpm) -> Non
     )
     put(
         "prefill_per_token_sq_s",
-        m.attn_flop_per_token_sq / (tp * ep) / (peak * eff.value),
+        m.attn_flop_sq(context) / (tp * ep) / (peak * eff.value),
         "s/token^2",
         "causal attention QK^T and AV: layers x heads x (qk_dim + v_dim) FLOP per squared length "
         f"(attention width {m.attention_width}, not hidden) / (tp x ep), at prefill efficiency",

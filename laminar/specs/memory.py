@@ -77,20 +77,52 @@ class Replica:
 
 def weight_bytes(spec: ModelSpec, dtype: str, quant: str) -> tuple[float, float]:
     """(dense, routed) bytes of a rollout's weights: fp8 quantizes every linear layer to one
-    byte; embeddings and the output head stay in ``dtype``."""
+    byte; embeddings and the output head stay in ``dtype``. A checkpoint quantized already
+    (``quantization_config``: ``spec.quant_method``) is served as stored: its quantized layers
+    at ``spec.quant_bytes`` a weight (scales included), the rest in ``dtype``."""
     nbytes = BYTES_PER_DTYPE[dtype]
+    if spec.quant_method:
+        if quant not in ("none", spec.quant_method):
+            raise ConfigError(
+                "config", "model.rollout_quant",
+                f"{quant}: {spec.name}'s checkpoint is {spec.quant_method} already "
+                "(quantization_config) and is served as stored; use model.rollout_quant=none",
+            )  # fmt: skip
+        q = spec.quant_bytes
+        if spec.quant_experts_only:
+            return spec.dense_params * nbytes, spec.routed_params * q
+        kept = spec.embedding_params + spec.head_params
+        return kept * nbytes + (spec.dense_params - kept) * q, spec.routed_params * q
     if quant != "fp8":
         return spec.dense_params * nbytes, spec.routed_params * nbytes
     kept = spec.embedding_params + spec.head_params
     return kept * nbytes + (spec.dense_params - kept), float(spec.routed_params)
 
 
-def rollout_replica(cfg: Any, spec: ModelSpec, hw: HardwareSpec, tp: int, ep: int) -> Replica:
-    """Memory of a ``tp`` x ``ep`` replica of ``cfg``'s model on ``hw``."""
+def serves_fp8(spec: ModelSpec, quant: str) -> bool:
+    """True when the rollout's matmuls run in FP8: ``model.rollout_quant=fp8`` or an FP8
+    checkpoint (MXFP4 and int4/int8 checkpoints are weight-only: their matmuls stay 16-bit)."""
+    return quant == "fp8" or spec.quant_method == "fp8"
+
+
+def trajectory_context(cfg: Any) -> int:
+    """Tokens of the longest trajectory (prompt + response): the length at which a
+    sliding-window layer's KV and a state-space layer's state are spread per token."""
+    w = cfg.workload
+    return w.max_prompt_len + w.max_response_len
+
+
+def rollout_replica(
+    cfg: Any, spec: ModelSpec, hw: HardwareSpec, tp: int, ep: int, context: int | None = None
+) -> Replica:
+    """Memory of a ``tp`` x ``ep`` replica of ``cfg``'s model on ``hw``; KV bytes a token at
+    ``context`` tokens (default: the longest trajectory of ``cfg.workload``)."""
     dense, routed = weight_bytes(spec, cfg.model.dtype, cfg.model.rollout_quant)
     per_gpu = dense / tp + routed / (tp * ep)
     usable = hw["gpu_memory_bytes"] * cfg.sim.gpu_memory_utilization
-    kv = spec.kv_bytes_per_token(BYTES_PER_DTYPE[cfg.model.dtype]) / spec.kv_shards(tp)
+    if context is None and (spec.window_layers or spec.state_layers) and hasattr(cfg, "workload"):
+        context = trajectory_context(cfg)
+    kv = spec.kv_bytes_per_token(BYTES_PER_DTYPE[cfg.model.dtype], context) / spec.kv_shards(tp)
     return Replica(tp, ep, per_gpu, kv, usable - per_gpu - hw["activation_reserve_bytes"])
 
 

@@ -1,0 +1,761 @@
+"""Reading a Hugging Face ``config.json`` into a :class:`~laminar.specs.modelspec.ModelSpec`.
+
+What is understood (anything else that changes a model's size is refused by name, and keys
+nobody reads are listed in a :class:`~laminar.errors.LaminarWarning`):
+
+- **Families** by ``model_type`` (:data:`FAMILIES`): gated (SwiGLU/GeGLU: gate, up, down) or
+  two-matrix (GELU/ReLU fc1/fc2) MLPs, RMSNorm or LayerNorm with a bias, norms a layer,
+  attention/MLP biases, learned positions, q/k norms, attention sinks, and whether the output
+  head is tied to the embedding when ``tie_word_embeddings`` is left out (transformers' config
+  class defaults, e.g. Gemma, GPT-2, Falcon and StarCoder2 tie). An unknown ``model_type`` is
+  sized as a Llama-style decoder, with a warning that says so.
+- **Key names** of other families (:data:`ALIASES`): GPT-2's ``n_embd``/``n_layer``/
+  ``n_head``/``n_inner``, ChatGLM's ``num_layers``/``ffn_hidden_size``/``padded_vocab_size``/
+  ``multi_query_group_num``/``kv_channels``, Falcon's ``num_kv_heads``/``multi_query``.
+- **Attention kinds per layer**: full, sliding window (``sliding_window`` with ``layer_types``,
+  ``sliding_window_pattern``, Gemma-2/3's, Cohere-2's and gpt-oss's alternation, Qwen2's
+  ``use_sliding_window``/``max_window_layers``, or every layer as Mistral), MLA, and Jamba's
+  Mamba layers (their convolution and SSM state per sequence, not a KV cache). Other
+  linear-attention / state-space layers (Gated DeltaNet, Mamba-2 hybrids) are refused naming
+  the feature.
+- **MoE**: Qwen-MoE, Mixtral, DeepSeek-V2/V3 (MLA, shared experts, dense first layers),
+  gpt-oss (expert biases, router bias), Jamba (``expert_layer_period``).
+- **quantization_config** of the checkpoint (``fp8`` with its block scales, gpt-oss's
+  ``mxfp4`` experts, AWQ/GPTQ/compressed-tensors int4/int8): the rollout serves the weights as
+  stored (``ModelSpec.quant_*``); the trainer keeps ``model.dtype``.
+- **Multimodal** configs: the language model under ``text_config`` (``llm_config``,
+  ``language_config``) is sized, with transformers' defaults for the dimensions a nested
+  config leaves out (Llama, Mistral, Qwen2, Gemma); the vision/audio tower is not, and a note
+  says so.
+
+DeepSeek's multi-token-prediction module (``num_nextn_predict_layers``) is left out, as the
+model card's 671B leaves it out.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, replace
+from typing import Any
+
+from laminar.errors import ConfigError, LaminarWarning
+from laminar.specs.modelspec import ModelSpec
+
+# The largest value each config.json dimension may take. Real models stay orders of magnitude
+# below (the largest in parentheses); a bigger one is a typo or an attack, and refusing it
+# keeps every count below exact in a float and every loop over layers short.
+MAX_DIMS: dict[str, int] = {
+    "hidden_size": 1 << 20,  # (16,384: Llama 3.1 405B)
+    "num_hidden_layers": 10_000,  # (126: Llama 3.1 405B)
+    "vocab_size": 1 << 24,  # (262,144: Gemma 3)
+    "num_attention_heads": 1 << 14,  # (128: DeepSeek-V3, Llama 3.1 405B)
+    "num_key_value_heads": 1 << 14,  # (<= the query heads)
+    "head_dim": 1 << 14,  # (256: Gemma)
+    "intermediate_size": 1 << 22,  # (53,248: Llama 3.1 405B)
+    "moe_intermediate_size": 1 << 22,  # (2,048: DeepSeek-V3)
+    "shared_expert_intermediate_size": 1 << 22,  # (20,480: Qwen2-57B-A14B)
+    "n_routed_experts": 1 << 16,  # (384: Kimi K2)
+    "num_experts": 1 << 16,
+    "num_local_experts": 1 << 16,
+    "num_experts_per_tok": 1 << 16,  # (<= the experts)
+    "n_shared_experts": 1 << 10,  # (2: DeepSeek-V2)
+    "kv_lora_rank": 1 << 16,  # (512: DeepSeek-V3)
+    "q_lora_rank": 1 << 16,  # (1,536: DeepSeek-V3)
+    "qk_rope_head_dim": 1 << 16,  # (64)
+    "qk_nope_head_dim": 1 << 16,  # (128)
+    "v_head_dim": 1 << 16,  # (128)
+    "first_k_dense_replace": 10_000,  # (<= the layers)
+    "moe_layer_freq": 10_000,
+    "decoder_sparse_step": 10_000,
+    "sliding_window": 1 << 24,  # (131,072)
+    "sliding_window_pattern": 10_000,  # (6: Gemma 3)
+    "max_window_layers": 10_000,
+    "n_positions": 1 << 24,  # (GPT-2's 1,024)
+    "attn_layer_period": 10_000,  # (8: Jamba)
+    "attn_layer_offset": 10_000,
+    "expert_layer_period": 10_000,
+    "expert_layer_offset": 10_000,
+    "mamba_d_state": 1 << 16,  # (16: Jamba)
+    "mamba_d_conv": 1 << 10,  # (4)
+    "mamba_expand": 64,  # (2)
+    "mamba_dt_rank": 1 << 20,  # (256)
+}
+
+ALIASES: dict[str, tuple[str, ...]] = {
+    "hidden_size": ("n_embd", "d_model"),
+    "num_hidden_layers": ("n_layer", "num_layers", "n_layers"),
+    "num_attention_heads": ("n_head", "n_heads", "num_heads"),
+    "intermediate_size": ("ffn_hidden_size", "n_inner", "ffn_dim"),
+    "head_dim": ("kv_channels",),
+}
+"""Other families' names of a dimension, tried in order when the usual key is missing
+(ChatGLM's ``padded_vocab_size``, the real table size, wins over ``vocab_size``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """How a ``model_type``'s decoder layers are built (transformers' modeling code)."""
+
+    gated: bool = True
+    """Gated MLP (gate, up, down: 3 matrices) or two-matrix (fc1, fc2)."""
+    layer_norm: bool = False
+    """LayerNorm with a bias (2·hidden) instead of RMSNorm (hidden)."""
+    norms: int = 2
+    """Norms a layer (Gemma-2/3 and GLM-4: 4; parallel-attention models: 1)."""
+    tie: bool = False
+    """``tie_word_embeddings`` when the config leaves it out (the config class's default)."""
+    bias_key: str = "attention_bias"
+    bias_default: bool = False
+    bias_o: bool = True
+    """The attention bias key covers o_proj as well as q, k, v (Llama); False: q, k, v (Qwen2)."""
+    mlp_bias_key: str = "mlp_bias"
+    mlp_bias_default: bool = False
+    qk_norm: bool = False
+    """RMSNorm over one head's width on q and k (Qwen3, Gemma 3)."""
+    positions_key: str = ""
+    """Key of a learned position-embedding table's length (GPT-2)."""
+    head_bias: bool = False
+    window_pattern: int = 0
+    """Every ``window_pattern``-th layer full, the rest sliding, when ``layer_types`` is absent."""
+    sinks: bool = False
+    """A learned attention sink a head (gpt-oss)."""
+    kv_rule: str = ""
+    """``falcon``, ``bigcode``, ``chatglm``: the family's own KV-head keys."""
+    known: bool = True
+
+
+_GPT2 = Family(gated=False, layer_norm=True, tie=True, bias_key="", bias_default=True,
+               mlp_bias_key="", mlp_bias_default=True, positions_key="n_positions")  # fmt: skip
+_NONGATED = Family(gated=False, layer_norm=True, bias_default=True, mlp_bias_key="",
+                   mlp_bias_default=True)  # fmt: skip
+_QWEN2 = Family(bias_key="", bias_default=True, bias_o=False)
+FAMILIES: dict[str, Family] = {
+    **dict.fromkeys(("llama", "mistral", "mixtral", "ministral", "phi3", "granite", "olmo",
+                     "olmo2", "internlm2", "stablelm", "deepseek_v2", "deepseek_v3", "yi",
+                     "exaone", "seed_oss", "hunyuan_v1_dense", "helium", "smollm3"), Family()),
+    **dict.fromkeys(("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_vl_text",
+                     "qwen2_5_vl_text"), _QWEN2),
+    **dict.fromkeys(("qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text"),
+                    Family(qk_norm=True)),
+    "smollm3": Family(tie=True),
+    "gemma": Family(tie=True),
+    "gemma2": Family(tie=True, norms=4, window_pattern=2),
+    **dict.fromkeys(("gemma3", "gemma3_text"),
+                    Family(tie=True, norms=4, qk_norm=True, window_pattern=6)),
+    "cohere": Family(tie=True, norms=1),
+    "cohere2": Family(tie=True, norms=1, window_pattern=4),
+    "glm": Family(bias_default=True, bias_o=False),
+    "glm4": Family(norms=4, bias_default=True, bias_o=False),
+    "chatglm": Family(bias_key="add_qkv_bias", bias_o=False, kv_rule="chatglm"),
+    "gpt_oss": Family(bias_default=True, window_pattern=2, sinks=True),
+    "jamba": Family(),
+    "gpt2": _GPT2,
+    "gpt_bigcode": replace(_GPT2, kv_rule="bigcode"),
+    "gpt_neox": Family(gated=False, layer_norm=True, mlp_bias_key="", mlp_bias_default=True,
+                       bias_default=True),
+    "phi": Family(gated=False, layer_norm=True, norms=1, bias_key="", bias_default=True,
+                  mlp_bias_key="", mlp_bias_default=True, head_bias=True),
+    "falcon": Family(gated=False, layer_norm=True, tie=True, bias_key="bias",
+                     mlp_bias_key="bias", kv_rule="falcon"),
+    "starcoder2": Family(gated=False, layer_norm=True, tie=True, bias_key="use_bias",
+                         bias_default=True, mlp_bias_key="use_bias", mlp_bias_default=True),
+    "gptj": Family(gated=False, layer_norm=True, norms=1, bias_key="", mlp_bias_key="",
+                   mlp_bias_default=True, head_bias=True),
+    **dict.fromkeys(("gpt_neo", "bloom", "opt", "mpt", "codegen", "xglm", "biogpt",
+                     "openai-gpt", "persimmon", "nemotron"), _NONGATED),
+}  # fmt: skip
+_UNKNOWN = Family(known=False)
+
+NESTED_DEFAULTS: dict[str, dict[str, int]] = {
+    "llama": dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008,
+                  num_hidden_layers=32, num_attention_heads=32),
+    "mistral": dict(vocab_size=32000, hidden_size=4096, intermediate_size=14336,
+                    num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8),
+    "qwen2": dict(vocab_size=151936, hidden_size=4096, intermediate_size=22016,
+                  num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=32),
+    "gemma": dict(vocab_size=256000, hidden_size=3072, intermediate_size=24576,
+                  num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=16,
+                  head_dim=256),
+}  # fmt: skip
+"""transformers' config-class defaults of the dimensions, for a nested ``text_config`` (which
+``save_pretrained`` writes as a diff against them: LLaVA-1.5 leaves out Llama's 4096)."""
+
+STATE_SPACE_TYPES: dict[str, str] = {
+    "qwen3_next": "Gated DeltaNet linear-attention layers",
+    "qwen3_5": "Gated DeltaNet linear-attention layers",
+    "qwen3_5_moe": "Gated DeltaNet linear-attention layers",
+    "kimi_linear": "Kimi Delta Attention linear-attention layers",
+    "minimax": "lightning (linear) attention layers",
+    "granitemoehybrid": "Mamba-2 state-space layers",
+    "nemotron_h": "Mamba-2 state-space layers",
+    "bamba": "Mamba-2 state-space layers",
+    "falcon_h1": "Mamba-2 state-space layers",
+    "zamba": "Mamba state-space layers",
+    "zamba2": "Mamba-2 state-space layers",
+    "mamba": "Mamba state-space layers",
+    "mamba2": "Mamba-2 state-space layers",
+    "falcon_mamba": "Mamba state-space layers",
+    "lfm2": "short-convolution layers",
+    "lfm2_moe": "short-convolution layers",
+    "rwkv": "RWKV recurrent layers",
+    "recurrent_gemma": "RG-LRU recurrent layers",
+    "xlstm": "xLSTM recurrent layers",
+    "olmo_hybrid": "linear-attention layers",
+}
+"""Architectures with linear-attention or state-space layers Laminar does not size (Jamba's
+Mamba layers it does)."""
+
+REFUSED_KEYS: dict[str, str] = {
+    "hidden_size_per_layer_input": "Gemma 3n's per-layer embeddings",
+    "altup_num_inputs": "Gemma 3n's AltUp",
+    "interleave_moe_layer_step": "Llama 4's interleaved MoE layers",
+    "attention_chunk_size": "chunked attention",
+    "cross_attention_layers": "cross-attention layers (Llama 3.2 Vision)",
+    "hybrid_override_pattern": "a Mamba/attention hybrid pattern",
+    "linear_num_value_heads": "linear-attention layers",
+    "mamba_n_heads": "Mamba-2 state-space layers",
+    "ssm_state_size": "state-space layers",
+    "moe_layer_start_index": "MoE layers from a start index",
+    "num_shared_experts": "shared experts under this name",
+    "moe_num_shared_experts": "shared experts under this name",
+    "parallel_attn_mlp_res": "parallel residual variants",
+    "use_qk_norm": "q/k norms under this name",
+    "qk_layernorm": "q/k LayerNorms",
+    "attn_output_gate": "a gated attention output",
+}
+"""Keys that change a model's size in a way Laminar does not count: refused when set."""
+
+_HARMLESS_TEXT = """
+_name_or_path architectures auto_map model_type transformers_version torch_dtype dtype
+bos_token_id eos_token_id pad_token_id sep_token_id unk_token_id decoder_start_token_id
+initializer_range initializer_factor rms_norm_eps layer_norm_eps layer_norm_epsilon
+norm_epsilon norm_eps use_cache attention_dropout hidden_dropout resid_pdrop embd_pdrop
+attn_pdrop embedding_dropout hidden_act hidden_activation activation_function rope_theta
+rope_scaling rope_parameters rotary_emb_base rotary_pct partial_rotary_factor rotary_dim
+rope_local_base_freq max_position_embeddings pretraining_tp output_router_logits
+router_aux_loss_coef router_z_loss_coef norm_topk_prob n_group topk_group topk_method
+routed_scaling_factor scoring_func ep_size aux_loss_alpha seq_aux num_nextn_predict_layers
+use_parallel_residual attn_logit_softcapping final_logit_softcapping query_pre_attn_scalar
+cache_implementation scale_embedding embedding_multiplier logits_scaling residual_multiplier
+attention_multiplier swiglu_limit initial_context_length experts_per_token
+router_jitter_noise output_attentions output_hidden_states return_dict use_return_dict
+is_decoder add_cross_attention tokenizer_class task_specific_params id2label label2id
+problem_type chunk_size_feed_forward prefix finetuning_task torchscript model_max_length
+seq_length apply_residual_connection_post_layernorm post_layer_norm rmsnorm
+apply_query_key_layer_scaling attention_softmax_in_fp32 fp32_residual_connection
+original_rope rope_ratio classifier_dropout bias_dropout_fusion quantization_bit
+pre_seq_len prefix_projection image_token_index image_token_id video_token_id
+vision_start_token_id vision_end_token_id vision_token_id projector_hidden_act
+vision_feature_select_strategy vision_feature_layer image_seq_length mm_tokens_per_image
+boi_token_index eoi_token_index _attn_implementation attn_implementation use_flash_attn
+n_ctx scale_attn_weights reorder_and_upcast_attn scale_attn_by_inverse_layer_idx
+summary_type summary_use_proj summary_activation summary_proj_to_labels
+summary_first_dropout use_mamba_kernels use_mambapy use_associative_scan
+num_logits_to_keep max_length use_bfloat16 layer_norm_type attention_bias_in_fp32 alibi
+tie_encoder_decoder vision_config audio_config vision_tower mm_vision_tower
+num_experts_per_token decoder_layer_norm_eps use_sliding_window max_window_layers
+head_dim_original sliding_window_size
+"""
+HARMLESS = frozenset(_HARMLESS_TEXT.split())
+"""Keys read by nothing that change no parameter count or cache size."""
+
+WRAPPERS = ("text_config", "llm_config", "language_config")
+TOWERS = ("vision_config", "audio_config", "vision_tower", "mm_vision_tower", "visual",
+          "speech_config")  # fmt: skip
+
+
+class _Keys:
+    """Typed access to a config mapping; errors name the file and key (its family's name for
+    it); every key read is remembered, so the unread ones can be listed."""
+
+    def __init__(self, data: dict[str, Any], source: str, where: str):
+        self.data, self.source, self.where = data, source, where
+        self.alias: dict[str, str] = {}
+        self.used: set[str] = set()
+
+    def name(self, key: str) -> str:
+        return self.alias.get(key, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        actual = self.name(key)
+        self.used.add(actual)
+        return self.data.get(actual, default)
+
+    def _err(self, key: str, msg: str) -> ConfigError:
+        key = self.name(key)
+        return ConfigError(self.source, f"{self.where}{key}" if self.where else key, msg)
+
+    def int(self, key: str, default: int | None = None, *, low: int = 1) -> int:
+        """A whole number in ``low``..``MAX_DIMS[key]`` (a float with nothing after the point
+        counts: some exporters write ``4096.0``)."""
+        v = self.get(key, default)
+        if v is None:
+            raise self._err(key, "missing; a Hugging Face config.json has it for this model")
+        high = MAX_DIMS[key]
+        whole = isinstance(v, int) or (isinstance(v, float) and math.isfinite(v) and v == int(v))
+        if isinstance(v, bool) or not whole or not low <= v <= high:
+            shown = repr(v) if isinstance(v, int | float | str) else type(v).__name__
+            raise self._err(key, f"expected a whole number {low}..{high:,} (got {shown:.40})")
+        return int(v)
+
+    def opt_int(self, key: str, *, low: int = 1) -> int:
+        """``int(key)`` when set (not null, not 0/false), else 0."""
+        return self.int(key, low=low) if self.get(key) else 0
+
+    def flag(self, key: str, default: bool) -> bool:
+        if not key:
+            return default
+        v = self.get(key, default)
+        if v is None:
+            return default
+        if not isinstance(v, bool):
+            raise self._err(key, f"expected true or false (got {v!r:.40})")
+        return v
+
+    def layer_list(self, key: str, layers: int) -> set[int]:
+        """A list of layer indices (0..layers-1), each at most once: checked before use."""
+        v = self.get(key) or []
+        if not isinstance(v, list) or len(v) > layers:
+            raise self._err(key, f"expected a list of at most {layers} layer indices")
+        bad = [x for x in v if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < layers]
+        if bad:
+            raise self._err(key, f"{bad[0]!r:.40} is not a layer index 0..{layers - 1}")
+        return set(v)
+
+
+def check_finite(data: dict[str, Any], source: str, where: str) -> None:
+    """Every number in ``data`` (at any depth) finite: a NaN or infinite ``rope_theta`` is no
+    model, even where Laminar does not read it."""
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        value, key = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((v, f"{key}.{k}" if key else str(k)) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, f"{key}[{i}]") for i, v in enumerate(value))
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(source, f"{where}{key}"[:120], f"{value} is not a finite number")
+
+
+# The language model of a config ---------------------------------------------------------------
+
+
+def _text_model(data: dict[str, Any], source: str, where: str) -> tuple[dict, str, dict, list]:
+    """(the language model's keys, their key prefix, the outer config, notes): a multimodal
+    config's ``text_config`` when its top level has no hidden size of its own."""
+    notes = [f"{t} (the {t.split('_')[0]} tower) not sized" for t in TOWERS if data.get(t)]
+    top_has = any(data.get(n) is not None for n in ("hidden_size", *ALIASES["hidden_size"]))
+    for key in WRAPPERS:
+        inner = data.get(key)
+        if top_has or inner is None:
+            continue
+        if not isinstance(inner, dict):
+            raise ConfigError(source, f"{where}{key}", "expected a mapping (the text model)")
+        inner = dict(inner)
+        mtype = inner.get("model_type", "")
+        filled = [k for k, v in NESTED_DEFAULTS.get(mtype, {}).items() if k not in inner]
+        for k in filled:
+            inner[k] = NESTED_DEFAULTS[mtype][k]
+        if filled:
+            notes.append(f"{key}: {', '.join(filled)} from transformers' {mtype} defaults")
+        return inner, f"{where}{key}.", data, notes
+    return data, where, {}, notes
+
+
+def _family(k: _Keys, outer: dict[str, Any]) -> tuple[str, Family]:
+    mtype = k.get("model_type", "")
+    if not isinstance(mtype, str):
+        raise k._err("model_type", f"expected text, got {type(mtype).__name__}")
+    if mtype in STATE_SPACE_TYPES:
+        raise k._err(
+            "model_type",
+            f"{mtype!r} has {STATE_SPACE_TYPES[mtype]}, which Laminar does not size (their "
+            "parameters and per-sequence state differ from attention's); supported hybrids: jamba",
+        )
+    if k.data.get("is_encoder_decoder") or outer.get("is_encoder_decoder"):
+        raise k._err("is_encoder_decoder", "encoder-decoder models are not sized; a decoder-only "
+                     "language model is")  # fmt: skip
+    for key, what in REFUSED_KEYS.items():
+        if k.data.get(key):
+            raise k._err(key, f"{what} changes the model's size and is not sized by Laminar")
+    fam = FAMILIES.get(mtype, _UNKNOWN)
+    _aliases(k)
+    return mtype, fam
+
+
+def _aliases(k: _Keys) -> None:
+    for canon, alts in ALIASES.items():
+        if k.data.get(canon) is None:
+            alt = next((a for a in alts if k.data.get(a) is not None), None)
+            if alt:
+                k.alias[canon] = alt
+    if k.data.get("padded_vocab_size") is not None:
+        k.alias["vocab_size"] = "padded_vocab_size"
+        k.used.add("vocab_size")
+
+
+def _tied(k: _Keys, fam: Family, outer: dict[str, Any], notes: list[str]) -> bool:
+    """``tie_word_embeddings``: the text model's, else the outer config's, else the config
+    class's default for the text model's type, else the outer type's."""
+    if "tie_word_embeddings" in k.data and k.data["tie_word_embeddings"] is not None:
+        return k.flag("tie_word_embeddings", False)
+    if outer.get("tie_word_embeddings") is not None:
+        v = outer["tie_word_embeddings"]
+        if not isinstance(v, bool):
+            raise ConfigError(k.source, "tie_word_embeddings", f"expected true or false ({v!r:.9})")
+        return v
+    if fam.known:
+        return fam.tie
+    outer_fam = FAMILIES.get(outer.get("model_type", ""))
+    if outer_fam is not None:
+        return outer_fam.tie
+    notes.append("tie_word_embeddings not given: an untied output head assumed")
+    return False
+
+
+# Attention -------------------------------------------------------------------------------------
+
+
+def _kv_heads(k: _Keys, fam: Family, heads: int) -> int:
+    if fam.kv_rule == "falcon":
+        if k.flag("new_decoder_architecture", False):
+            return k.int("num_key_value_heads", k.get("num_kv_heads", heads))
+        return 1 if k.flag("multi_query", True) else heads
+    if fam.kv_rule == "bigcode":
+        return 1 if k.flag("multi_query", True) else heads
+    if fam.kv_rule == "chatglm" and k.flag("multi_query_attention", False):
+        k.alias["num_key_value_heads"] = "multi_query_group_num"
+    return k.int("num_key_value_heads", heads)
+
+
+def _gqa_attention(k: _Keys, fam: Family, hidden: int, heads: int) -> tuple[int, dict]:
+    kv = _kv_heads(k, fam, heads)
+    if heads % kv:
+        raise k._err("num_key_value_heads", f"{kv} must divide num_attention_heads ({heads})")
+    default_dim = hidden // heads if hidden % heads == 0 else None
+    head_dim = k.int("head_dim", default_dim) if k.get("head_dim") else default_dim
+    if head_dim is None:
+        raise k._err("head_dim", "missing, and hidden_size is not a multiple of the heads")
+    q_w, kv_w = heads * head_dim, kv * head_dim
+    params = hidden * q_w + 2 * hidden * kv_w + q_w * hidden
+    if k.flag(fam.bias_key, fam.bias_default):
+        params += q_w + 2 * kv_w + (hidden if fam.bias_o else 0)
+    if fam.qk_norm:
+        params += 2 * head_dim  # q_norm and k_norm over one head's width
+    if fam.sinks:
+        params += heads
+    dims = dict(
+        kv_heads=kv, qk_head_dim=head_dim, v_head_dim=head_dim, kv_lora_rank=0, qk_rope_head_dim=0
+    )
+    return params, dims
+
+
+def _mla_attention(k: _Keys, hidden: int, heads: int) -> tuple[int, dict]:
+    rank, rope = k.int("kv_lora_rank"), k.int("qk_rope_head_dim")
+    k.get("num_key_value_heads")  # MLA's one latent serves every head
+    if k.flag("attention_bias", False):
+        raise k._err("attention_bias", "biases on MLA's projections are not sized")
+    nope, v_dim = k.int("qk_nope_head_dim"), k.int("v_head_dim")
+    qk_dim = nope + rope
+    q_rank = k.opt_int("q_lora_rank", low=0)
+    # With a q LoRA: q_a_proj, q_a_layernorm, q_b_proj; without: one projection.
+    full_q = hidden * heads * qk_dim
+    q = hidden * q_rank + q_rank + q_rank * heads * qk_dim if q_rank else full_q
+    kv = hidden * (rank + rope) + rank + rank * heads * (nope + v_dim)  # kv_a, its norm, kv_b
+    params = q + kv + heads * v_dim * hidden  # + o_proj
+    dims = dict(
+        kv_heads=0, qk_head_dim=qk_dim, v_head_dim=v_dim, kv_lora_rank=rank, qk_rope_head_dim=rope
+    )
+    return params, dims
+
+
+_FULL = {"full_attention": "full", "attention": "full", "global": "full"}
+_SLIDING = {"sliding_attention": "sliding", "local": "sliding", "sliding": "sliding"}
+
+
+def _layer_kinds(k: _Keys, mtype: str, fam: Family, layers: int) -> list[str]:
+    """``full``, ``sliding`` or ``mamba`` for each layer (see module doc)."""
+    if mtype == "jamba":
+        period, offset = k.int("attn_layer_period", 8), k.int("attn_layer_offset", 4, low=0)
+        return ["full" if i % period == offset else "mamba" for i in range(layers)]
+    types = k.get("layer_types")
+    window = k.opt_int("sliding_window")
+    if types is not None:
+        return _listed_kinds(k, types, layers, window)
+    if not window:
+        return ["full"] * layers
+    pattern = k.opt_int("sliding_window_pattern") or fam.window_pattern
+    if pattern:
+        return ["sliding" if (i + 1) % pattern else "full" for i in range(layers)]
+    if "use_sliding_window" in k.data:  # Qwen2/3: the layers from max_window_layers on
+        if not k.flag("use_sliding_window", False):
+            return ["full"] * layers
+        first = k.int("max_window_layers", layers, low=0)
+        return ["sliding" if i >= first else "full" for i in range(layers)]
+    return ["sliding"] * layers  # Mistral, Phi-3, StarCoder2: every layer
+
+
+def _listed_kinds(k: _Keys, types: Any, layers: int, window: int) -> list[str]:
+    if not isinstance(types, list) or len(types) != layers:
+        raise k._err("layer_types", f"expected a list of {layers} layer types (one a layer)")
+    kinds = []
+    for t in types:
+        if t in _FULL or (t in _SLIDING and not window):
+            kinds.append("full")
+        elif t in _SLIDING:
+            kinds.append("sliding")
+        else:
+            shown = repr(t) if isinstance(t, str) else type(t).__name__
+            raise k._err(
+                "layer_types",
+                f"{shown:.40} layers are not sized by Laminar (full_attention and "
+                "sliding_attention are; linear-attention and state-space layers are not)",
+            )
+    return kinds
+
+
+# MLPs and experts -----------------------------------------------------------------------------
+
+
+def _mlp_params(fam: Family, k: _Keys, hidden: int, inter: int) -> int:
+    bias = k.flag(fam.mlp_bias_key, fam.mlp_bias_default)
+    if fam.gated:
+        return 3 * hidden * inter + (2 * inter + hidden if bias else 0)
+    return 2 * hidden * inter + (inter + hidden if bias else 0)
+
+
+def _dense_inter(k: _Keys, fam: Family, hidden: int) -> int:
+    if not fam.gated and k.get("intermediate_size") is None:  # GPT-2's n_inner null, Falcon
+        return 4 * hidden
+    return k.int("intermediate_size")
+
+
+def _moe_layout(k: _Keys, mtype: str, layers: int) -> dict:
+    """Which layers are MoE, and the size of a routed and a shared expert."""
+    experts = 0
+    for key in ("n_routed_experts", "num_experts", "num_local_experts"):
+        if k.get(key):
+            experts = k.int(key)
+            break
+    if experts == 0:
+        return {"experts": 0, "per_token": 0, "moe_idx": [], "router": 0,
+                "expert": lambda h: 0, "shared": lambda h: 0}  # fmt: skip
+    per_token = k.int("num_experts_per_tok")
+    if per_token > experts:
+        raise k._err("num_experts_per_tok", f"{per_token} exceeds the {experts} experts")
+    inter = k.int("moe_intermediate_size", k.get("intermediate_size"))
+    moe_idx = _moe_layers(k, mtype, layers)
+    shared = k.opt_int("n_shared_experts", low=0)
+    shared_inter = shared * inter
+    gate = 0
+    if k.get("shared_expert_intermediate_size"):  # Qwen2-MoE: one gated shared expert
+        shared_inter, gate = k.int("shared_expert_intermediate_size"), 1
+    bias = 1 if k.get("topk_method") == "noaux_tc" else 0  # DeepSeek's correction bias
+    oss = mtype == "gpt_oss"  # biases on every expert's gate_up and down, and on the router
+    return {
+        "experts": experts,
+        "per_token": per_token,
+        "moe_idx": moe_idx,
+        "router": experts * (1 + (1 if oss else 0)),
+        "expert": lambda h: 3 * h * inter + ((2 * inter + h) if oss else 0),
+        "shared": lambda h: 3 * h * shared_inter + gate * h + bias * experts,
+    }
+
+
+def _moe_layers(k: _Keys, mtype: str, layers: int) -> list[int]:
+    if mtype == "jamba":
+        period = k.int("expert_layer_period", 2)
+        offset = k.int("expert_layer_offset", 1, low=0)
+        return [i for i in range(layers) if i % period == offset]
+    if "first_k_dense_replace" in k.data:  # DeepSeek: the first k layers stay dense
+        first = k.int("first_k_dense_replace", 0, low=0)
+        freq = k.int("moe_layer_freq", 1)
+        return [i for i in range(layers) if i >= first and i % freq == 0]
+    # Qwen-MoE: every decoder_sparse_step-th layer, except mlp_only_layers
+    step = k.int("decoder_sparse_step", 1)
+    only = k.layer_list("mlp_only_layers", layers)
+    return [i for i in range(layers) if i not in only and (i + 1) % step == 0]
+
+
+# Mamba (Jamba) -------------------------------------------------------------------------------
+
+
+def _mamba(k: _Keys, hidden: int) -> tuple[int, int]:
+    """(parameters, state elements per sequence) of one Jamba Mamba layer: in_proj (x and the
+    gate), the depthwise conv1d, x_proj (dt, B, C), dt_proj, A_log, D, out_proj and the dt/B/C
+    RMSNorms; its state is the convolution's last d_conv-1 inputs and the d_state SSM state."""
+    ds, dc, expand = k.int("mamba_d_state", 16), k.int("mamba_d_conv", 4), k.int("mamba_expand", 2)
+    di = expand * hidden
+    rank = k.get("mamba_dt_rank", "auto")
+    dtr = math.ceil(hidden / 16) if rank == "auto" else k.int("mamba_dt_rank")
+    proj_bias, conv_bias = k.flag("mamba_proj_bias", False), k.flag("mamba_conv_bias", True)
+    params = (
+        hidden * 2 * di + (2 * di if proj_bias else 0)  # in_proj
+        + di * dc + (di if conv_bias else 0)  # conv1d
+        + di * (dtr + 2 * ds)  # x_proj
+        + dtr * di + di  # dt_proj
+        + di * ds + di  # A_log, D
+        + di * hidden + (hidden if proj_bias else 0)  # out_proj
+        + dtr + 2 * ds  # dt, B, C layernorms
+    )  # fmt: skip
+    return params, di * (dc - 1) + di * ds
+
+
+# Quantization ----------------------------------------------------------------------------------
+
+_INT_METHODS = ("awq", "gptq", "awq_marlin", "gptq_marlin")
+
+
+def _quantization(k: _Keys, outer: dict[str, Any], is_moe: bool) -> dict[str, Any]:
+    """``quant_method``/``quant_bytes``/``quant_experts_only`` of the checkpoint's
+    ``quantization_config`` (empty when it has none)."""
+    key = "quantization_config"
+    q = k.get(key)
+    if q is None:
+        q = outer.get(key)
+    if q is None:
+        return {}
+    if not isinstance(q, dict):
+        raise k._err(key, "expected a mapping")
+    qm = q.get("quant_method")
+    if qm in ("fp8", "fbgemm_fp8"):
+        block = q.get("weight_block_size")
+        scale = 0.0
+        if isinstance(block, list) and len(block) == 2 and all(_pos_int(b) for b in block):
+            scale = 4.0 / (block[0] * block[1])  # one fp32 scale a block
+        return {"quant_method": "fp8", "quant_bytes": 1.0 + scale}
+    if qm == "mxfp4":  # 4-bit values, one 8-bit scale per 32; gpt-oss quantizes its experts
+        return {"quant_method": "mxfp4", "quant_bytes": (4 + 8 / 32) / 8,
+                "quant_experts_only": is_moe}  # fmt: skip
+    if qm in _INT_METHODS:
+        group = q.get("group_size", q.get("q_group_size"))
+        return _int_quant(k, q.get("bits", q.get("w_bit")), group)
+    if qm == "compressed-tensors":
+        return _compressed_tensors(k, q)
+    raise k._err(
+        f"{key}.quant_method",
+        f"{qm!r:.40} is not sized by Laminar (fp8, mxfp4, awq/gptq int4/int8 and "
+        "compressed-tensors fp8/int4/int8 are); remove quantization_config to size the "
+        "unquantized model, with model.rollout_quant for FP8",
+    )
+
+
+def _pos_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 1 << 20
+
+
+def _int_quant(k: _Keys, bits: Any, group: Any) -> dict[str, Any]:
+    if bits not in (4, 8) or isinstance(bits, bool):
+        raise k._err("quantization_config.bits", f"{bits!r:.40}: 4 or 8 bits are sized")
+    per_group = 0.0
+    if _pos_int(group):  # an fp16 scale and a packed zero point a group (per-channel: ~0)
+        per_group = (2 + bits / 8) / group
+    return {"quant_method": f"int{bits}", "quant_bytes": bits / 8 + per_group}
+
+
+def _compressed_tensors(k: _Keys, q: dict[str, Any]) -> dict[str, Any]:
+    groups = q.get("config_groups")
+    weights = [g.get("weights") for g in groups.values()] if isinstance(groups, dict) else []
+    w = weights[0] if weights and all(x == weights[0] for x in weights) else None
+    if not isinstance(w, dict):
+        raise k._err("quantization_config.config_groups", "expected one weights scheme to size")
+    if w.get("type") == "float" and w.get("num_bits") == 8:
+        return {"quant_method": "fp8", "quant_bytes": 1.0}
+    if w.get("type") == "int":
+        return _int_quant(k, w.get("num_bits"), w.get("group_size"))
+    raise k._err("quantization_config.config_groups", f"weights {w.get('type')!r:.20} "
+                 f"{w.get('num_bits')!r:.10}-bit are not sized (fp8, int4, int8 are)")  # fmt: skip
+
+
+# The whole model -------------------------------------------------------------------------------
+
+
+def from_hf_config(data: dict[str, Any], *, name: str, source: str, where: str = "") -> ModelSpec:
+    """The :class:`ModelSpec` of a Hugging Face ``config.json`` mapping (see module doc).
+
+    ``source`` and ``where`` (a key prefix such as ``model.spec.``) go into error messages."""
+    if not isinstance(data, dict):
+        raise ConfigError(source, where.rstrip("."), "expected a mapping (a config.json object)")
+    check_finite(data, source, where)
+    data, where, outer, notes = _text_model(data, source, where)
+    k = _Keys(data, source, where)
+    mtype, fam = _family(k, outer)
+    if not fam.known:
+        notes.append(f"model_type {mtype!r} unknown: sized as a Llama-style decoder (gated MLP, "
+                     "RMSNorm, no biases)")  # fmt: skip
+    spec = _size(k, mtype, fam, outer, notes)
+    _warn(k, source, notes)
+    return replace(spec, name=name, notes=tuple(notes))
+
+
+def _size(k: _Keys, mtype: str, fam: Family, outer: dict, notes: list[str]) -> ModelSpec:
+    hidden, layers, vocab = k.int("hidden_size"), k.int("num_hidden_layers"), k.int("vocab_size")
+    heads = k.int("num_attention_heads")
+    if k.get("kv_lora_rank"):
+        attn, dims = _mla_attention(k, hidden, heads)
+    else:
+        attn, dims = _gqa_attention(k, fam, hidden, heads)
+    kinds = _layer_kinds(k, mtype, fam, layers)
+    moe = _moe_layout(k, mtype, layers)
+    n_moe = len(moe["moe_idx"])
+    dense_mlp = _mlp_params(fam, k, hidden, _dense_inter(k, fam, hidden)) if n_moe < layers else 0
+    moe_layer = 0
+    if n_moe:
+        moe_layer = moe["router"] * hidden + moe["experts"] * moe["expert"](hidden)
+        moe_layer += moe["shared"](hidden)
+    norm = 2 * hidden if fam.layer_norm else hidden
+    n_state = kinds.count("mamba")
+    state_params, state_elems = _mamba(k, hidden) if n_state else (0, 0)
+    embed = vocab * hidden + (k.int("n_positions", k.get("max_position_embeddings")) * hidden
+                              if fam.positions_key else 0)  # fmt: skip
+    head = 0 if _tied(k, fam, outer, notes) else vocab * hidden + (vocab if fam.head_bias else 0)
+    total = (
+        embed
+        + head
+        + norm  # final norm
+        + (layers - n_state) * attn
+        + n_state * state_params
+        + layers * fam.norms * norm
+        + (layers - n_moe) * dense_mlp
+        + n_moe * moe_layer
+    )
+    windowed = kinds.count("sliding")
+    return ModelSpec(
+        name="",
+        source=k.source,
+        layers=layers,
+        hidden=hidden,
+        vocab=vocab,
+        q_heads=heads,
+        total_params=total,
+        embedding_params=embed,
+        head_params=head,
+        experts=moe["experts"],
+        experts_per_token=moe["per_token"],
+        moe_layers=n_moe,
+        expert_params=moe["expert"](hidden) if moe["experts"] else 0,
+        window_layers=windowed,
+        window=k.int("sliding_window") if windowed else 0,
+        state_layers=n_state,
+        state_elements=n_state * state_elems,
+        **_quantization(k, outer, moe["experts"] > 0),
+        **dims,
+    )
+
+
+def _warn(k: _Keys, source: str, notes: list[str]) -> None:
+    """One warning with what the sizing left out (a vision tower, an assumed default) and the
+    keys nothing read."""
+    ignored = sorted(
+        key for key in k.data
+        if key not in k.used and key not in HARMLESS and key not in WRAPPERS
+        and not key.startswith(("_", "output_", "use_"))
+    )  # fmt: skip
+    said = list(notes)
+    if ignored:
+        more = f" and {len(ignored) - 12} more" if len(ignored) > 12 else ""
+        said.append(f"{k.where}keys Laminar does not read (a size they change is not counted): "
+                    f"{', '.join(ignored[:12])}{more}")  # fmt: skip
+    if said:
+        warnings.warn(LaminarWarning(f"{source}: " + "; ".join(said)), stacklevel=3)
