@@ -147,7 +147,8 @@ FAMILIES: dict[str, Family] = {
     "cohere2": Family(tie=True, norms=1, window_pattern=4),
     "glm": Family(bias_default=True, bias_o=False),
     "glm4": Family(norms=4, bias_default=True, bias_o=False),
-    "chatglm": Family(bias_key="add_qkv_bias", bias_o=False, kv_rule="chatglm"),
+    "chatglm": Family(bias_key="add_qkv_bias", bias_o=False, mlp_bias_key="add_bias_linear",
+                      kv_rule="chatglm"),
     "gpt_oss": Family(bias_default=True, window_pattern=2, sinks=True),
     "jamba": Family(),
     "gpt2": _GPT2,
@@ -174,6 +175,9 @@ NESTED_DEFAULTS: dict[str, dict[str, int]] = {
                     num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8),
     "qwen2": dict(vocab_size=151936, hidden_size=4096, intermediate_size=22016,
                   num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=32),
+    "gemma3_text": dict(vocab_size=262_208, hidden_size=2304, intermediate_size=9216,
+                        num_hidden_layers=26, num_attention_heads=8, num_key_value_heads=4,
+                        head_dim=256, sliding_window=4096),
     "gemma": dict(vocab_size=256000, hidden_size=3072, intermediate_size=24576,
                   num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=16,
                   head_dim=256),
@@ -230,7 +234,8 @@ _HARMLESS_TEXT = """
 _name_or_path architectures auto_map model_type transformers_version torch_dtype dtype
 bos_token_id eos_token_id pad_token_id sep_token_id unk_token_id decoder_start_token_id
 initializer_range initializer_factor rms_norm_eps layer_norm_eps layer_norm_epsilon
-norm_epsilon norm_eps use_cache attention_dropout hidden_dropout resid_pdrop embd_pdrop
+norm_epsilon norm_eps layernorm_epsilon use_cache attention_dropout hidden_dropout
+resid_pdrop embd_pdrop
 attn_pdrop embedding_dropout hidden_act hidden_activation activation_function rope_theta
 rope_scaling rope_parameters rotary_emb_base rotary_pct partial_rotary_factor rotary_dim
 rope_local_base_freq max_position_embeddings pretraining_tp output_router_logits
@@ -377,7 +382,7 @@ def _family(k: _Keys, outer: dict[str, Any]) -> tuple[str, Family]:
         raise k._err("is_encoder_decoder", "encoder-decoder models are not sized; a decoder-only "
                      "language model is")  # fmt: skip
     for key, what in REFUSED_KEYS.items():
-        if k.data.get(key):
+        if k.get(key):
             raise k._err(key, f"{what} changes the model's size and is not sized by Laminar")
     fam = FAMILIES.get(mtype, _UNKNOWN)
     _aliases(k)
@@ -386,7 +391,9 @@ def _family(k: _Keys, outer: dict[str, Any]) -> tuple[str, Family]:
 
 def _aliases(k: _Keys) -> None:
     for canon, alts in ALIASES.items():
-        if k.data.get(canon) is None:
+        if k.data.get(canon) is not None:  # a second name of the same value (GLM-4's num_layers)
+            k.used.update(a for a in alts if k.data.get(a) == k.data[canon])
+        else:
             alt = next((a for a in alts if k.data.get(a) is not None), None)
             if alt:
                 k.alias[canon] = alt
@@ -539,7 +546,7 @@ def _moe_layout(k: _Keys, mtype: str, layers: int) -> dict:
             experts = k.int(key)
             break
     if experts == 0:
-        return {"experts": 0, "per_token": 0, "moe_idx": [], "router": 0,
+        return {"experts": 0, "per_token": 0, "moe_idx": [], "router": lambda h: 0,
                 "expert": lambda h: 0, "shared": lambda h: 0}  # fmt: skip
     per_token = k.int("num_experts_per_tok")
     if per_token > experts:
@@ -557,7 +564,7 @@ def _moe_layout(k: _Keys, mtype: str, layers: int) -> dict:
         "experts": experts,
         "per_token": per_token,
         "moe_idx": moe_idx,
-        "router": experts * (1 + (1 if oss else 0)),
+        "router": lambda h: experts * h + (experts if oss else 0),
         "expert": lambda h: 3 * h * inter + ((2 * inter + h) if oss else 0),
         "shared": lambda h: 3 * h * shared_inter + gate * h + bias * experts,
     }
@@ -702,9 +709,13 @@ def _size(k: _Keys, mtype: str, fam: Family, outer: dict, notes: list[str]) -> M
     dense_mlp = _mlp_params(fam, k, hidden, _dense_inter(k, fam, hidden)) if n_moe < layers else 0
     moe_layer = 0
     if n_moe:
-        moe_layer = moe["router"] * hidden + moe["experts"] * moe["expert"](hidden)
+        moe_layer = moe["router"](hidden) + moe["experts"] * moe["expert"](hidden)
         moe_layer += moe["shared"](hidden)
     norm = 2 * hidden if fam.layer_norm else hidden
+    norms = fam.norms
+    if mtype == "falcon":  # Falcon-40B's two LayerNorms; Falcon-7B's one before parallel attention
+        parallel = k.flag("parallel_attn", True) and not k.flag("new_decoder_architecture", False)
+        norms = 1 if parallel else 2
     n_state = kinds.count("mamba")
     state_params, state_elems = _mamba(k, hidden) if n_state else (0, 0)
     embed = vocab * hidden + (k.int("n_positions", k.get("max_position_embeddings")) * hidden
@@ -716,7 +727,7 @@ def _size(k: _Keys, mtype: str, fam: Family, outer: dict, notes: list[str]) -> M
         + norm  # final norm
         + (layers - n_state) * attn
         + n_state * state_params
-        + layers * fam.norms * norm
+        + layers * norms * norm
         + (layers - n_moe) * dense_mlp
         + n_moe * moe_layer
     )
@@ -750,7 +761,7 @@ def _warn(k: _Keys, source: str, notes: list[str]) -> None:
     ignored = sorted(
         key for key in k.data
         if key not in k.used and key not in HARMLESS and key not in WRAPPERS
-        and not key.startswith(("_", "output_", "use_"))
+        and k.data[key] is not None and not key.startswith(("_", "output_", "use_"))
     )  # fmt: skip
     said = list(notes)
     if ignored:
