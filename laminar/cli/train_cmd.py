@@ -97,6 +97,7 @@ def _config(args: argparse.Namespace):
 
         _, state = load_resume(args.resume)
         check_not_running(args.resume)  # two drivers must not write one directory
+        _not_empty(Path(args.resume) / "config.yaml")
         cfg = load_config(Path(args.resume) / "config.yaml", overrides=args.overrides)
     else:
         if args.config is None and args.preset is None:
@@ -104,6 +105,16 @@ def _config(args: argparse.Namespace):
         cfg = config_from_args(args)
     _add_faults(cfg, args.fault)
     return cfg, state
+
+
+def _not_empty(path) -> None:
+    """A run's config.yaml holds its whole resolved config: an empty one (a crash, a user) would
+    resume the checkpoint under the built-in defaults, another job."""
+    from laminar.inputfile import InputFileError, MiB, read_text
+
+    if not read_text(path, kind="run config (config.yaml)", max_bytes=16 * MiB).strip():
+        raise InputFileError(path, "is empty; a `laminar train` run's config.yaml holds its "
+                             "resolved config, which --resume continues under")  # fmt: skip
 
 
 def _flags_to_overrides(args: argparse.Namespace) -> None:

@@ -54,7 +54,11 @@ def check_setup(cfg: LaminarConfig, system: System, cost: CostModel) -> GpuSplit
             f"{system.name} next to a {tp}-GPU rollout replica; give it at least {tp + 1}"
         )
     if split.replicas < 1:
-        raise ConfigError("config", "cluster.gpus", "no GPU is left for a rollout replica")
+        raise ConfigError(
+            "config", "cluster.gpus", f"{c.gpus} GPU(s) less {split.trainer_gpus} for the "
+            f"trainer leave fewer than a {tp}-GPU rollout replica (model.rollout_tp x "
+            "rollout_ep); give more GPUs or a smaller rollout_tp"
+        )
     longest = w.max_prompt_len + w.max_response_len + 1
     if longest > cost.kv_capacity_tokens * (1 - cfg.sim.kv_watermark):
         raise ConfigError(

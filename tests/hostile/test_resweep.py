@@ -165,3 +165,27 @@ def test_kv_table_counts_are_checked(tmp_path):
         read_kv(tmp_path)
     (tmp_path / "kv.csv").write_text("at_s,replica_id,kv_usage\n0.1,r0,0.5\n")  # older runs
     assert len(read_kv(tmp_path)) == 1
+
+
+def test_a_replica_larger_than_the_rollout_share_names_rollout_tp(tmp_path, monkeypatch, capsys):
+    """`rollout_tp: 16` on 16 GPUs was refused as 'no GPU is left for a rollout replica'."""
+    monkeypatch.chdir(tmp_path)
+    args = ["simulate", "--set", "cluster.gpus=16", "--set", "model.rollout_tp=16", "--set",
+            "workload.steps=4", "--set", "sim.warmup_steps=1", "--out", "o"]  # fmt: skip
+    _refused(capsys, args, "rollout_tp", "16-GPU rollout replica")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_resume_of_a_run_whose_config_is_empty_is_refused(tmp_path, monkeypatch, capsys):
+    """An emptied config.yaml passed every check of --resume: the checkpoint would have gone
+    on under the built-in defaults."""
+    from tests.hostile.rundirs import train_run
+
+    monkeypatch.chdir(tmp_path)
+    run = train_run(tmp_path)
+    shutil.rmtree(tmp_path / ".pools-system", ignore_errors=True)
+    (run / "config.yaml").write_text("")
+    before = tree(tmp_path)
+    _refused(capsys, ["train", "--resume", "train", "--address", "127.0.0.1:1"],
+             "config.yaml", "is empty")  # fmt: skip
+    assert tree(tmp_path) == before
