@@ -98,6 +98,7 @@ def _config(args: argparse.Namespace):
         _, state = load_resume(args.resume)
         check_not_running(args.resume)  # two drivers must not write one directory
         _not_empty(Path(args.resume) / "config.yaml")
+        _marker_is_a_file(Path(args.resume))
         cfg = load_config(Path(args.resume) / "config.yaml", overrides=args.overrides)
     else:
         if args.config is None and args.preset is None:
@@ -115,6 +116,18 @@ def _not_empty(path) -> None:
     if not read_text(path, kind="run config (config.yaml)", max_bytes=16 * MiB).strip():
         raise InputFileError(path, "is empty; a `laminar train` run's config.yaml holds its "
                              "resolved config, which --resume continues under")  # fmt: skip
+
+
+def _marker_is_a_file(run) -> None:
+    """The run's marker is rewritten when the resumed run starts: a directory or FIFO in its
+    place would fail only then, after the engines started."""
+    import os
+
+    from laminar.inputfile import check_regular
+    from laminar.staging import MARKER
+
+    if os.path.lexists(run / MARKER):
+        check_regular(run / MARKER, kind="run marker (JSON)", max_bytes=1 << 20)
 
 
 def _flags_to_overrides(args: argparse.Namespace) -> None:

@@ -189,3 +189,20 @@ def test_resume_of_a_run_whose_config_is_empty_is_refused(tmp_path, monkeypatch,
     _refused(capsys, ["train", "--resume", "train", "--address", "127.0.0.1:1"],
              "config.yaml", "is empty")  # fmt: skip
     assert tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("kind", ["dir", "fifo"])
+def test_resume_refuses_a_marker_that_is_not_a_file(tmp_path, monkeypatch, capsys, kind):
+    """A directory or FIFO in place of .laminar-run.json passed --resume's checks; rewriting
+    the marker would have failed only after the engines started."""
+    from laminar.rundir import MARKER
+    from tests.hostile.rundirs import train_run
+
+    monkeypatch.chdir(tmp_path)
+    run = train_run(tmp_path)
+    shutil.rmtree(tmp_path / ".pools-system", ignore_errors=True)
+    (run / MARKER).unlink()
+    (run / MARKER).mkdir() if kind == "dir" else os.mkfifo(run / MARKER)
+    before = tree(tmp_path)
+    _refused(capsys, ["train", "--resume", "train", "--address", "127.0.0.1:1"], MARKER)
+    assert tree(tmp_path) == before
