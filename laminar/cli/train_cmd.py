@@ -95,11 +95,17 @@ def _config(args: argparse.Namespace):
             )
         from laminar.runtime.cluster.sessions import check_not_running
 
+        _fixed_on_resume(args.overrides)
         _, state = load_resume(args.resume)
         check_not_running(args.resume)  # two drivers must not write one directory
         _not_empty(Path(args.resume) / "config.yaml")
         _marker_is_a_file(Path(args.resume))
         cfg = load_config(Path(args.resume) / "config.yaml", overrides=args.overrides)
+        if cfg.workload.steps < state.step + 1:
+            raise ConfigError(
+                "--steps", str(cfg.workload.steps), f"the run's checkpoint already holds "
+                f"{state.step + 1} steps; --resume goes on to more, not fewer"
+            )
     else:
         if args.config is None and args.preset is None:
             args.preset = DEFAULT_PRESET
@@ -116,6 +122,21 @@ def _not_empty(path) -> None:
     if not read_text(path, kind="run config (config.yaml)", max_bytes=16 * MiB).strip():
         raise InputFileError(path, "is empty; a `laminar train` run's config.yaml holds its "
                              "resolved config, which --resume continues under")  # fmt: skip
+
+
+FIXED_ON_RESUME = ("model.", "runtime.model.", "runtime.task.", "runtime.mode")
+"""Keys a resumed run cannot change: the checkpoint's weights and pools were made for them."""
+
+
+def _fixed_on_resume(overrides: list[str]) -> None:
+    from laminar.errors import ConfigError
+
+    for text in overrides:
+        key = text.partition("=")[0].strip()
+        if key.startswith(FIXED_ON_RESUME[:3]) or key == FIXED_ON_RESUME[3]:
+            flag = "--mode" if key == "runtime.mode" else f"--set {text[:80]}"
+            raise ConfigError(flag, "", f"{key} cannot change on --resume: the checkpoint's "
+                              "model and pools were made for the run's own value")  # fmt: skip
 
 
 def _marker_is_a_file(run) -> None:

@@ -206,3 +206,25 @@ def test_resume_refuses_a_marker_that_is_not_a_file(tmp_path, monkeypatch, capsy
     before = tree(tmp_path)
     _refused(capsys, ["train", "--resume", "train", "--address", "127.0.0.1:1"], MARKER)
     assert tree(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (["--steps", "1"], ["--steps", "already holds 3 steps"]),
+        (["--set", "runtime.model.hidden=256"], ["runtime.model.hidden", "cannot change"]),
+        (["--set", "model.name=qwen2.5-7b"], ["model.name", "cannot change"]),
+        (["--mode", "sync"], ["--mode", "runtime.mode"]),
+    ],
+)
+def test_resume_refuses_what_the_checkpoint_cannot_go_on_with(tmp_path, monkeypatch, capsys,
+                                                              extra, words):  # fmt: skip
+    """These passed every check of --resume (the sweep's refused-port backstop caught them)."""
+    from tests.hostile.rundirs import train_run
+
+    monkeypatch.chdir(tmp_path)
+    train_run(tmp_path)
+    shutil.rmtree(tmp_path / ".pools-system", ignore_errors=True)
+    before = tree(tmp_path)
+    _refused(capsys, ["train", "--resume", "train", *extra, "--address", "127.0.0.1:1"], *words)
+    assert tree(tmp_path) == before
