@@ -1,39 +1,68 @@
-"""A ready GPU check: what the runtime and the simulator need measured on one GPU machine.
+"""The GPU acceptance check: one borrowed GPU machine (an H200 for 10 minutes, no network) runs
+this once; it asserts that the runtime's GPU path is *correct*, and measures what the simulator
+needs.
 
 Usage::
 
-    python benchmarks/gpu_check.py [--out DIR]        # one H200 (or any CUDA GPU), <= 10 min
-    python benchmarks/gpu_check.py --dry-run          # the same path on CPU, tiny shapes (CI)
+    python benchmarks/gpu_check.py [--out DIR]        # a CUDA machine, <= 9 minutes of parts
+    python benchmarks/gpu_check.py --dry-run          # the same parts on CPU, tiny shapes (CI)
+    LAMINAR_GPU_CHECK_BREAK=skip-load python benchmarks/gpu_check.py --dry-run --only weights
+                                                      # a broken weight update: must FAIL
 
-Nothing is downloaded: every model is a random-weight model of a real architecture created
-here (``laminar.runtime.models.localmodel``; vLLM's ``load_format="dummy"`` where no file is
-needed).
-Parts (``gpu_check_parts.py``), each in its own process (a GPU is fully released between them)
-with its own time limit:
+Parts, in the order they run, each in a process group of its own with its own time limit:
 
-1. **decode** — vLLM decode step time against batch size and KV tokens, and prefill time, for
-   Qwen2.5-1.5B- and 7B-shaped models (bf16): ``max_tokens=T`` minus ``max_tokens=1``, over
-   ``T - 1`` steps; fitted to the simulator's ``decode_base_s + b * decode_per_seq_s +
-   kv * decode_per_kv_token_s`` and ``prefill_base_s + n * prefill_per_token_s`` (NNLS);
-2. **fsdp** — one FSDP2 GRPO step of the trainer ranks (``laminar.runtime.train``) on a
-   1.5B-shaped model: seconds, tokens/s, FLOP/s (8 x params x tokens, as the simulator counts);
-3. **train** — ``laminar train`` on cuda in both modes through the pretrained path (a
-   0.5B-shaped Qwen2 directory, a JSONL arithmetic task, rollout and trainer sharing the GPU);
-4. **publish** — ``laminar bench relay`` with 7B-sized weights (bf16 bytes): actor stall and
-   broadcast time.
+=========  ======  =========================================================================
+part       GPU s   what it runs and asserts
+=========  ======  =========================================================================
+weights      100   trainer rank (FSDP2) + the runtime's vLLM engine on a Qwen2.5-0.5B-shaped
+                   random model: publish v0, perturb, publish v1 through the streamed export
+                   and ``RolloutWorker.load_latest``. Asserts engine log-probs of fixed tokens
+                   = trainer's (|d| <= 1e-3 fp32 / 5e-2 bf16) before and after, and != the
+                   old weights'; served version = published (1); importance ratio at
+                   staleness 0 = 1 (each token within 2e-3 fp32 / 0.1 bf16, mean within
+                   1e-3 / 2e-2). ``gpu_check_weights.py``
+decode       140   vLLM decode step vs batch and KV tokens, prefill, Qwen2.5-7B shape (bf16,
+                   dummy weights), fitted for the cost file
+fsdp          50   one FSDP2 GRPO step, Qwen2.5-1.5B shape: seconds, FLOP/s
+train        150   ``laminar train`` laminar mode, then sync mode (half the limit each, own
+                   process groups): 0.5B shape, 3 steps; asserts trajectories lost = 0 and
+                   duplicated = 0
+publish       40   ``laminar bench relay`` with 3 GiB of weights: actor stall, broadcast
+gpu-tests     20   ``pytest -m gpu`` (GPU only)
+multigpu      40   >= 2 GPUs only: 2 NCCL trainer ranks export v1, a TP=2 engine must agree
+=========  ======  =========================================================================
+total        540   (9 minutes; a part gets at most what is left of ``BUDGET_S``)
 
-Output: one table on stdout, ``gpu_check.json`` (every measurement), and
-``gpu_check-qwen2.5-7b.cost.json``, a cost file ``laminar simulate`` reads (``sim.cost_file``):
-the ``h800`` / ``qwen2.5-7b`` preset with the coefficients measured here in place of the
-derived ones, each with its source.
+``--dry-run`` (CPU): tiny shapes, each limit x ``DRY_FACTOR``, the whole run capped at
+``DRY_BUDGET_S`` (under 5 minutes); gpu-tests and multigpu are skipped (no process started).
+
+Each part prints its result line, and each of its checks, as it finishes. A part that runs
+past its limit has its whole process group SIGKILLed; after every part, any process whose
+environment carries this check's mark (``LAMINAR_GPU_CHECK=<out>``: Ray's, vLLM's, a
+``laminar train``'s, in whatever group) is killed, the ``/dev/shm`` files they mapped unlinked,
+and the train runs' scratch directories removed — the GPU is free for the next part and
+nothing is left when the check ends. Every scratch path (temp files, vLLM's sockets and
+caches, Triton, inductor) points into ``--out``; a ``laminar train`` keeps the system's temp
+dir (Ray's socket paths must be short) and removes its own directories.
+
+Exit 0 when every part finished and every check passed; 1 otherwise, each failed check named.
+Nothing is downloaded: every model is a random-weight model of a real architecture created here
+(``laminar.runtime.models.localmodel``; vLLM's ``load_format="dummy"`` where no file is needed).
+Output: the lines above, a table, ``gpu_check.json`` (every measurement and check), per-part
+logs in ``logs/``, and ``gpu_check-qwen2.5-7b.cost.json``, a cost file ``laminar simulate``
+reads (``sim.cost_file``): the ``h800`` / ``qwen2.5-7b`` preset with the coefficients measured
+here in place of the derived ones, each with its source.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -42,10 +71,14 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # gpu_check_parts, beside this file
-# per part: (shape, time limit in seconds) on a GPU; dry runs use the tiny shape
-DECODE_SHAPES = {"qwen2.5-1.5b": 140, "qwen2.5-7b": 170}
-PART_LIMIT_S = {"fsdp": 90, "train": 200, "publish": 70}
-BUDGET_S = 600.0  # the whole check on a GPU machine; a part gets at most what is left
+# per part: time limit in seconds on a GPU (the table above); they add up to BUDGET_S
+PART_LIMIT_S = {"weights": 100, "decode": 140, "fsdp": 50, "train": 150, "publish": 40,
+                "gpu-tests": 20, "multigpu": 40}  # fmt: skip
+BUDGET_S = 540.0
+DRY_FACTOR = 1.5  # CPU engines start slowly
+DRY_BUDGET_S = 290.0
+GPU_ONLY = ("gpu-tests", "multigpu")
+MARK = "LAMINAR_GPU_CHECK"  # in every part's environment: what the sweep looks for
 
 
 # -- fits, cost file, table -------------------------------------------------------------------
@@ -167,59 +200,265 @@ def table(results: dict) -> str:
             f"{p['mbytes']} MiB, 2 relays",
             f"stall {p['actor_stall_s']:.3f} s, broadcast {p['measured_s']:.3f} s",
         )
+    _check_rows(results, row)
     for part, err in results.get("errors", {}).items():
         row(part, "FAILED", err.splitlines()[-1][:80] if err else "")
     return "\n".join(lines)
 
 
+def _check_rows(results: dict, row: Any) -> None:
+    """The weight update's timings, every check and every part's time (rows added by ``row``)."""
+    if "weights" in results:
+        w = results["weights"]
+        row("weight update", f"{w['dtype']}, {w['params'] / 1e6:.1f}M params",
+            f"engine start {w['engine_start_s']:.1f} s, publish {w['publish_s']:.2f} s, "
+            f"load {w['load_s']:.3f} s")  # fmt: skip
+    for c in results.get("checks", []):
+        row(f"check {c['part']}", c["name"][:34], "PASS" if c["ok"] else "FAIL")
+    for name, rec in results.get("parts", {}).items():
+        took = f"{rec.get('seconds', 0):.1f} s of {rec.get('limit_s', 0):.0f} s"
+        row(f"part {name}", rec["status"], took if "seconds" in rec else rec.get("skipped", ""))
+
+
+# -- one part in its own process group ----------------------------------------------------------
+
+
+def part_env(out: Path, dry: bool) -> dict[str, str]:
+    """A part's environment: the check's mark, offline, every scratch path inside ``out``."""
+    c = out / "c"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env.update(
+        HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1",
+        RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled", LAMINAR_TIE_TO_PARENT="1",
+        LAMINAR_GPU_CHECK_SYSTMP=os.environ.get("TMPDIR", "/tmp"), TMPDIR=str(out / "t"),
+        VLLM_RPC_BASE_PATH=str(out / "r"), VLLM_CACHE_ROOT=str(c / "vllm"),
+        XDG_CACHE_HOME=str(c), TRITON_CACHE_DIR=str(c / "triton"), HF_HOME=str(c / "hf"),
+        TORCHINDUCTOR_CACHE_DIR=str(c / "inductor"), CUDA_CACHE_PATH=str(c / "nv"),
+    )  # fmt: skip
+    env[MARK] = str(out)
+    for d in (out / "t", out / "r", c):
+        d.mkdir(parents=True, exist_ok=True)
+    if dry:
+        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    return env
+
+
+def marked_processes(out: Path) -> list[int]:
+    """Live processes of this user whose environment carries this check's mark."""
+    import psutil
+
+    mark = f"{MARK}={out}\0".encode()
+    me = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+    found = []
+    for proc in psutil.process_iter(["pid", "uids"]):
+        if proc.pid in me or proc.info["uids"] is None or proc.info["uids"].real != os.getuid():
+            continue
+        with contextlib.suppress(OSError), open(f"/proc/{proc.pid}/environ", "rb") as f:
+            if mark in f.read():
+                found.append(proc.pid)
+    return found
+
+
+def sweep(out: Path, pgid: int | None) -> dict:
+    """Kill the part's process group and every marked process (several passes: one may start
+    another meanwhile), unlink the /dev/shm files they mapped, remove the train runs'
+    scratch directories. What was found is what the part left behind."""
+    from laminar.runtime.cluster.procfs import shm_files_of
+
+    if pgid is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+    killed, shm = set(), set()
+    for _ in range(6):
+        pids = marked_processes(out)
+        if not pids:
+            break
+        for pid in pids:
+            shm |= shm_files_of(pid)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+            killed.add(pid)
+        time.sleep(0.5)
+    for path in shm:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    return {"killed": sorted(killed), "shm_unlinked": sorted(shm), "removed": _remove_runs(out)}
+
+
+def _remove_runs(out: Path) -> list[str]:
+    """What the ``laminar train`` sessions under ``out`` left on this machine (a killed one's
+    /dev/shm and temp directories, its engines' queues): removed."""
+    from laminar.runtime.cluster.nodes import remove_run_here
+    from laminar.runtime.cluster.sessions import read_sessions
+
+    removed: list[str] = []
+    for run_dir in sorted(out.glob("train-*/")):
+        with contextlib.suppress(Exception):
+            for row in read_sessions(run_dir):
+                removed += remove_run_here(row["run_id"])
+    return removed
+
+
+def gpu_processes() -> int | None:
+    """Processes holding a GPU now (``nvidia-smi``), None where it cannot say."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    with contextlib.suppress(Exception):
+        q = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=20)  # fmt: skip
+        if q.returncode == 0:
+            return len([x for x in q.stdout.split() if x.strip()])
+    return None
+
+
+def run_part(name: str, args: argparse.Namespace, limit_s: float) -> dict:
+    """Part ``name`` in a new session (its own process group), killed whole past ``limit_s``;
+    then swept (:func:`sweep`). Returns its record: status, seconds, result, cleanup."""
+    out = Path(args.out)
+    res = out / f"part-{name}.json"
+    res.unlink(missing_ok=True)
+    cmd = [sys.executable, __file__, "--part", name, "--out", args.out, "--result", str(res),
+           "--limit", f"{limit_s:.1f}", *(["--dry-run"] if args.dry_run else [])]  # fmt: skip
+    (out / "logs").mkdir(exist_ok=True)
+    t = time.perf_counter()
+    with open(out / "logs" / f"{name}.log", "w") as log:
+        proc = subprocess.Popen(cmd, env=part_env(out, args.dry_run), stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        try:
+            rc = proc.wait(timeout=limit_s)
+            status = "ok" if rc == 0 else f"exit {rc}"
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            status = "timeout"
+    seconds = time.perf_counter() - t
+    rec: dict[str, Any] = {"status": status, "seconds": seconds, "limit_s": limit_s}
+    rec["cleanup"] = sweep(out, proc.pid)
+    if not args.dry_run:
+        rec["gpu_processes_after"] = gpu_processes()
+    if status == "ok":
+        rec["result"] = json.loads(res.read_text())
+    else:
+        text = (out / "logs" / f"{name}.log").read_text(errors="replace")
+        rec["error"] = text[-4000:] or status
+    return rec
+
+
+def report(name: str, rec: dict, elapsed: float) -> None:
+    """The part's line and its checks' lines, printed (flushed) as the part finishes."""
+    checks = rec.get("result", {}).get("checks", [])
+    passed = sum(c["ok"] for c in checks)
+    left = rec.get("cleanup", {})
+    extra = f", {len(left.get('killed', []))} leftover processes killed" if left.get("killed") \
+        else ""  # fmt: skip
+    status = rec["status"] if rec["status"] != "ok" or passed == len(checks) else "FAILED"
+    if rec["status"] == "skipped":
+        print(f"[{elapsed:6.1f} s] {name:10s} skipped ({rec['skipped']})", flush=True)
+        return
+    line = f"[{elapsed:6.1f} s] {name:10s} {status:8s} {rec.get('seconds', 0):6.1f} s of " \
+        f"{rec.get('limit_s', 0):4.0f} s  {passed}/{len(checks)} checks{extra}"  # fmt: skip
+    print(line, flush=True)
+    for c in checks:
+        print(f"    {'PASS' if c['ok'] else 'FAIL'} {c['name']}: {_short(c['value'])} "
+              f"(bound {c['bound']})", flush=True)  # fmt: skip
+    if "error" in rec:
+        tail = [x for x in rec["error"].strip().splitlines() if x.strip()][-1:] or [""]
+        print(f"    {rec['status']}: {tail[0][:160]}", flush=True)
+
+
+def _short(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {_short(x)}" for k, x in v.items()) + "}"
+    return str(v)
+
+
 # -- driver -----------------------------------------------------------------------------------
 
 
-def run_part(name: str, args: argparse.Namespace, limit_s: float, *extra: str) -> dict:
-    """One part in a child process (with a time limit); its JSON result. On a GPU, a part
-    gets at most what is left of the 10-minute budget (``BUDGET_S``)."""
-    if args.dry_run:
-        limit_s *= 4  # CPU engines start slowly; CI has its own limit
-    else:
-        left = BUDGET_S - (time.perf_counter() - args.t0)
-        if left < 30:
-            raise RuntimeError(f"skipped: {left:.0f} s left of the {BUDGET_S:.0f} s budget")
-        limit_s = min(limit_s, left)
-    res = Path(args.out) / f"part-{name}{'-' + extra[0] if extra else ''}.json"
-    cmd = [sys.executable, __file__, "--part", name, "--out", args.out, "--result", str(res)]
-    cmd += [*(["--shape", extra[0]] if extra else []), *(["--dry-run"] if args.dry_run else [])]
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    env.update(HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1", RAY_USAGE_STATS_ENABLED="0")
-    if args.dry_run:
-        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    t = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=limit_s)
-    if proc.returncode != 0:
-        raise RuntimeError(proc.stderr[-4000:] or f"exit {proc.returncode}")
-    out = json.loads(res.read_text())
-    out["part_s"] = time.perf_counter() - t
-    return out
-
-
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--dry-run", action="store_true", help="the CPU path with tiny shapes (CI)")
     p.add_argument("--out", default="gpu_check", help="directory for models, runs and results")
-    p.add_argument("--skip", action="append", default=[], choices=("decode", *PART_LIMIT_S))
+    p.add_argument("--skip", action="append", default=[], choices=tuple(PART_LIMIT_S))
+    p.add_argument("--only", action="append", default=[], choices=tuple(PART_LIMIT_S))
     p.add_argument("--part", help=argparse.SUPPRESS)
-    p.add_argument("--shape", help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)
+    p.add_argument("--limit", type=float, default=0.0, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     args.out = str(out)
-    if args.part:  # a child: one part, its JSON into --result
-        from gpu_check_parts import PARTS, part_decode
+    return args
 
-        fn = part_decode if args.part == "decode" else PARTS[args.part]
-        res = fn(args.shape, out, args.dry_run) if args.part == "decode" else fn(out, args.dry_run)
-        Path(args.result).write_text(json.dumps(res))
-        return 0
+
+def child(args: argparse.Namespace) -> int:
+    """A part's process: run it, write its JSON to ``--result``."""
+    from gpu_check_parts import PARTS, part_decode
+    from gpu_check_weights import part_multigpu, part_weights
+
+    parts = {**PARTS, "decode": part_decode, "weights": part_weights, "multigpu": part_multigpu}
+    res = parts[args.part](Path(args.out), args.dry_run, args.limit)
+    Path(args.result).write_text(json.dumps(res))
+    return 0
+
+
+def plan(args: argparse.Namespace) -> dict[str, str | None]:
+    """Each part and why it does not run (None: it runs)."""
+    gpus = 0
+    if not args.dry_run:
+        import torch
+
+        gpus = torch.cuda.device_count()
+    out: dict[str, str | None] = {}
+    for name in PART_LIMIT_S:
+        why = None
+        if name in args.skip or (args.only and name not in args.only):
+            why = "--skip / --only"
+        elif args.dry_run and name in GPU_ONLY:
+            why = "GPU only"
+        elif name == "multigpu" and gpus < 2:
+            why = f"{gpus} GPU"
+        out[name] = why
+    return out
+
+
+def run_all(args: argparse.Namespace, results: dict) -> None:
+    budget = DRY_BUDGET_S if args.dry_run else BUDGET_S
+    for name, why in plan(args).items():
+        elapsed = time.perf_counter() - args.t0
+        if why is not None:
+            rec: dict[str, Any] = {"status": "skipped", "skipped": why}
+        elif budget - elapsed < 15:
+            rec = {"status": "no time", "error": f"{budget - elapsed:.0f} s left of {budget:.0f}"}
+        else:
+            limit = PART_LIMIT_S[name] * (DRY_FACTOR if args.dry_run else 1.0)
+            rec = run_part(name, args, min(limit, budget - elapsed))
+        results["parts"][name] = rec
+        report(name, rec, time.perf_counter() - args.t0)
+        _collect(name, rec, results)
+
+
+def _collect(name: str, rec: dict, results: dict) -> None:
+    for c in rec.get("result", {}).get("checks", []):
+        results["checks"].append({"part": name, **c})
+    if rec["status"] not in ("ok", "skipped"):
+        results["errors"][name] = rec.get("error", rec["status"])
+    if rec["status"] != "ok":
+        return
+    r = dict(rec["result"])
+    if name == "decode":
+        r["fit_decode"], r["fit_prefill"] = fit_decode(r["decode"]), fit_prefill(r["prefill"])
+        results["decode"]["tiny" if results["dry_run"] else r["shape"]] = r
+    else:
+        results[name] = r
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    if args.part:  # a child: one part, its JSON into --result
+        return child(args)
     if not args.dry_run:
         import torch
 
@@ -227,35 +466,29 @@ def main(argv: list[str] | None = None) -> int:
             print("no CUDA device: run with --dry-run for the CPU path", file=sys.stderr)
             return 2
     args.t0 = time.perf_counter()
+    out = Path(args.out)
     label = _machine_label(args.dry_run)
-    results: dict[str, Any] = {
-        "machine": label,
-        "dry_run": args.dry_run,
-        "decode": {},
-        "errors": {},
-    }
-    t0 = time.perf_counter()
-    if "decode" not in args.skip:
-        for shape, limit in DECODE_SHAPES.items():
-            if args.dry_run and shape != "qwen2.5-1.5b":
-                continue  # one tiny shape stands for both on CPU
-            try:
-                d = run_part("decode", args, limit, shape)
-                d["fit_decode"], d["fit_prefill"] = (
-                    fit_decode(d["decode"]),
-                    fit_prefill(d["prefill"]),
-                )
-                results["decode"]["tiny" if args.dry_run else shape] = d
-            except (RuntimeError, subprocess.TimeoutExpired) as e:
-                results["errors"][f"decode {shape}"] = str(e)
-    for name in PART_LIMIT_S:
-        if name in args.skip:
-            continue
-        try:
-            results[name] = run_part(name, args, PART_LIMIT_S[name])
-        except (RuntimeError, subprocess.TimeoutExpired) as e:
-            results["errors"][name] = str(e)
-    results["total_s"] = time.perf_counter() - t0
+    results: dict[str, Any] = {"machine": label, "dry_run": args.dry_run, "parts": {},
+                               "checks": [], "decode": {}, "errors": {}}  # fmt: skip
+    try:
+        run_all(args, results)
+    finally:
+        results["final_sweep"] = sweep(out, None)  # Ctrl-C included: nothing stays
+    results["total_s"] = time.perf_counter() - args.t0
+    _write_cost(results, label, out)
+    (out / "gpu_check.json").write_text(json.dumps(results, indent=2) + "\n")
+    print(table(results), flush=True)
+    failed = [f"{c['part']}: {c['name']}" for c in results["checks"] if not c["ok"]]
+    for f in failed:
+        print(f"FAILED CHECK {f}", flush=True)
+    for part in results["errors"]:
+        print(f"FAILED PART {part}", flush=True)
+    print(f"\n{results['total_s']:.0f} s; results in {out / 'gpu_check.json'}, cost file "
+          f"{out / 'gpu_check-qwen2.5-7b.cost.json'}", flush=True)  # fmt: skip
+    return 1 if failed or results["errors"] else 0
+
+
+def _write_cost(results: dict, label: str, out: Path) -> None:
     cost_path = out / "gpu_check-qwen2.5-7b.cost.json"
     cost = cost_file(results, label)
     try:  # the checks every command's cost-file reader applies: never write one it refuses
@@ -266,11 +499,6 @@ def main(argv: list[str] | None = None) -> int:
         cost_path.write_text(cost)
     except ConfigError as e:
         results["errors"]["cost file"] = str(e)
-    (out / "gpu_check.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(table(results))
-    print(f"\n{results['total_s']:.0f} s; results in {out / 'gpu_check.json'}, cost file "
-          f"{out / 'gpu_check-qwen2.5-7b.cost.json'}")  # fmt: skip
-    return 1 if results["errors"] else 0
 
 
 def _machine_label(dry: bool) -> str:

@@ -1,10 +1,15 @@
-"""The parts of ``benchmarks/gpu_check.py``, each run in a child process of its own
+"""The measuring parts of ``benchmarks/gpu_check.py``, each run in a child process of its own
 (``gpu_check.py --part NAME``): vLLM decode and prefill, one FSDP step, ``laminar train`` in
-both modes, a relay publish. Each returns plain JSON-able data."""
+both modes, a relay publish, the ``gpu``-marked tests. Each returns plain JSON-able data; a
+part that asserts something returns ``checks`` (``gpu_check_weights.check``). The correctness
+parts (weights, multigpu) are in ``gpu_check_weights.py``."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -23,7 +28,7 @@ LAMINAR = [sys.executable, "-c", "import sys; from laminar.cli import main; sys.
 # -- parts (each runs in a child process: ``--part NAME``) ----------------------------------
 
 
-def part_decode(shape: str, out: Path, dry: bool) -> dict:
+def part_decode(out: Path, dry: bool, limit_s: float = 0, shape: str = "qwen2.5-7b") -> dict:
     """vLLM step times on a random-weight model of ``shape``."""
     from vllm import LLM, SamplingParams
 
@@ -93,7 +98,7 @@ def part_decode(shape: str, out: Path, dry: bool) -> dict:
     return {"shape": shape, "kv_capacity_tokens": kv_capacity, "decode": decode, "prefill": prefill}
 
 
-def part_fsdp(out: Path, dry: bool) -> dict:
+def part_fsdp(out: Path, dry: bool, limit_s: float = 0) -> dict:
     """Two GRPO steps of one trainer rank (FSDP2); the second is timed."""
     import random
     import socket
@@ -108,7 +113,7 @@ def part_fsdp(out: Path, dry: bool) -> dict:
         out / "fsdp-model", dtype="float32" if dry else "bfloat16", device=device,
         **({} if dry else {"shape": shape}),
     )  # fmt: skip
-    cfg = _train_config(model_dir, out, "sync", dry, steps=1).model_dump(mode="json")
+    cfg = train_config(model_dir, out, "sync", dry, steps=1).model_dump(mode="json")
     cfg["runtime"]["grpo"]["micro_batch_tokens"] = 512 if dry else 8192
     rank = TrainerRank(cfg, str(out / "fsdp-work"), 0, 1)
     with socket.socket() as s:
@@ -146,15 +151,15 @@ def part_fsdp(out: Path, dry: bool) -> dict:
     }  # fmt: skip
 
 
-def _train_config(model_dir: Path, out: Path, mode: str, dry: bool, steps: int) -> Any:
+def train_config(model_dir: Path, out: Path, mode: str, dry: bool, steps: int) -> Any:
     from laminar.config import load_config
     from laminar.runtime.models.localmodel import arithmetic_jsonl
 
     task = arithmetic_jsonl(out / "task.jsonl", n=256)
-    return load_config(preset="tiny-cpu", overrides=_train_sets(model_dir, task, mode, dry, steps))
+    return load_config(preset="tiny-cpu", overrides=train_sets(model_dir, task, mode, dry, steps))
 
 
-def _train_sets(model_dir: Path, task: Path, mode: str, dry: bool, steps: int) -> list[str]:
+def train_sets(model_dir: Path, task: Path, mode: str, dry: bool, steps: int) -> list[str]:
     sets = [
         f"runtime.model={{type: pretrained, path: {model_dir}}}",
         f"runtime.task={{type: jsonl, path: {task}}}",
@@ -171,37 +176,87 @@ def _train_sets(model_dir: Path, task: Path, mode: str, dry: bool, steps: int) -
             "runtime.max_batch=256"]  # fmt: skip
 
 
-def part_train(out: Path, dry: bool) -> dict:
-    """``laminar train`` in both modes through the pretrained path; their summaries."""
+def part_train(out: Path, dry: bool, limit_s: float) -> dict:
+    """``laminar train`` in both modes through the pretrained path; their summaries. Each run
+    gets half of ``limit_s`` and its own process group, killed whole when it runs over."""
+    from gpu_check_weights import check
+
     from laminar.runtime.models.localmodel import arithmetic_jsonl, make_model_dir
 
+    t0 = time.perf_counter()
     model_dir = make_model_dir(
         out / "train-model", dtype="float32" if dry else "bfloat16",
         device="cpu" if dry else "cuda", **({} if dry else {"shape": "qwen2.5-0.5b"}),
     )  # fmt: skip
     task = arithmetic_jsonl(out / "task.jsonl", n=256)
-    runs = {}
-    for mode in ("laminar", "sync"):
-        run_dir = out / f"train-{mode}"
-        sets = _train_sets(model_dir, task, mode, dry, steps=1 if dry else 3)
-        cmd = [*LAMINAR, "train", "--preset", "tiny-cpu",
-               "--no-progress", "--out", str(run_dir)]  # fmt: skip
-        for s in sets:
-            cmd += ["--set", s]
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-        if proc.returncode != 0:
-            raise RuntimeError(f"laminar train ({mode}) failed:\n{proc.stderr[-3000:]}")
-        summary = json.loads((run_dir / "summary.json").read_text())
-        keep = ("steps", "wall_s", "train_tokens_per_s", "gen_tokens_per_s", "trajectories_lost")
+    runs: dict[str, Any] = {}
+    checks = []
+    for i, mode in enumerate(("laminar", "sync")):
+        left = limit_s - (time.perf_counter() - t0) - 5
+        summary = _train_run(out, model_dir, task, mode, dry, left / (2 - i))
+        keep = ("steps", "wall_s", "train_tokens_per_s", "gen_tokens_per_s",
+                "trajectories_lost", "trajectories_duplicated")  # fmt: skip
         runs[mode] = {k: summary.get(k) for k in keep}
-    return runs
+        lost, dup = summary.get("trajectories_lost"), summary.get("trajectories_duplicated")
+        checks.append(
+            check(
+                f"laminar train ({mode}): nothing lost or duplicated",
+                lost == 0 and dup == 0,
+                {"lost": lost, "duplicated": dup},
+                "0, 0",
+            )
+        )
+    return {**runs, "checks": checks}
 
 
-def part_publish(out: Path, dry: bool) -> dict:
-    """The relay tier with 7B-sized weights (bf16): actor stall and broadcast time."""
-    from laminar.sim.costdata import derive
+def _train_run(out: Path, model_dir: Path, task: Path, mode: str, dry: bool, limit_s: float):
+    run_dir = out / f"train-{mode}"
+    sets = train_sets(model_dir, task, mode, dry, steps=1 if dry else 3)
+    cmd = [*LAMINAR, "train", "--preset", "tiny-cpu", "--no-progress", "--out", str(run_dir)]
+    for s in sets:
+        cmd += ["--set", s]
+    # Ray's sockets live under the run's temp dir: a short one (the system's), which the run
+    # removes at its end and gpu_check.py removes after a kill (its sessions.json names it)
+    env = {**os.environ, "TMPDIR": os.environ.get("LAMINAR_GPU_CHECK_SYSTMP", "/tmp")}
+    log = open(out / f"train-{mode}.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)  # fmt: skip
+    try:
+        rc = proc.wait(timeout=max(1.0, limit_s))
+    except subprocess.TimeoutExpired:
+        _stop_group(proc)
+        msg = f"laminar train ({mode}) ran past {limit_s:.0f} s; its group killed"
+        raise RuntimeError(msg) from None
+    finally:
+        log.close()
+    if rc != 0:
+        tail = (out / f"train-{mode}.log").read_text()[-3000:]
+        raise RuntimeError(f"laminar train ({mode}) exit {rc}:\n{tail}")
+    return json.loads((run_dir / "summary.json").read_text())
 
-    nbytes = 64 << 20 if dry else int(derive("h800", "qwen2.5-7b", tp=1).weight_bytes)
+
+def _stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM the run's process group (a clean stop: engines shut down), SIGKILL it after
+    ``grace_s``."""
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            if sig == signal.SIGKILL:
+                return
+        except subprocess.TimeoutExpired:
+            continue
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)  # what the clean stop left in the group
+
+
+def part_publish(out: Path, dry: bool, limit_s: float = 0) -> dict:
+    """The relay tier with 1.5B-sized weights (3 GiB, bf16; 7B's 15 GiB, three copies in
+    /dev/shm, would not fit the part's time): actor stall and broadcast time."""
+    nbytes = 64 << 20 if dry else 3 << 30
     mib = max(1, nbytes >> 20)
     res = out / "publish.json"
     cmd = [*LAMINAR, "bench", "relay", "--relays", "2", "--mbytes",
@@ -213,4 +268,26 @@ def part_publish(out: Path, dry: bool) -> dict:
     return {"mbytes": mib, **{k: data.get(k) for k in ("actor_stall_s", "measured_s", "model_s")}}
 
 
-PARTS = {"fsdp": part_fsdp, "train": part_train, "publish": part_publish}
+def part_gpu_tests(out: Path, dry: bool, limit_s: float) -> dict:
+    """``pytest -m gpu`` (the tests that need a CUDA GPU); none collected is no failure."""
+    from gpu_check_weights import check
+
+    if dry:
+        return {"skipped": "CPU", "checks": []}
+    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
+           f"--basetemp={out / 'pytest'}", "tests"]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)  # fmt: skip
+    try:
+        text, _ = proc.communicate(timeout=max(1.0, limit_s - 5))
+    except subprocess.TimeoutExpired:
+        _stop_group(proc, grace_s=2.0)
+        msg = f"pytest -m gpu ran past {limit_s - 5:.0f} s; its group killed"
+        raise RuntimeError(msg) from None
+    last = text.strip().splitlines()[-1] if text.strip() else ""
+    ok = proc.returncode in (0, 5)  # 5: no test collected
+    return {"summary": last, "checks": [check("pytest -m gpu", ok, last, "passes")]}
+
+
+PARTS = {"fsdp": part_fsdp, "train": part_train, "publish": part_publish,
+         "gpu-tests": part_gpu_tests}  # fmt: skip
