@@ -339,8 +339,10 @@ def run_part(name: str, args: argparse.Namespace, limit_s: float) -> dict:
     if status == "ok":
         rec["result"] = json.loads(res.read_text())
     else:
-        text = (out / "logs" / f"{name}.log").read_text(errors="replace")
-        rec["error"] = text[-4000:] or status
+        text = (out / "logs" / f"{name}.log").read_text(errors="replace")[-4000:]
+        if status == "timeout":  # the last line says where it was
+            text += f"\nran past its {limit_s:.0f} s limit: its process group was killed"
+        rec["error"] = text or status
     return rec
 
 
@@ -386,6 +388,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--part", help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)
     p.add_argument("--limit", type=float, default=0.0, help=argparse.SUPPRESS)
+    # NAME=SECONDS: that part's limit as given (tests of the timeout path)
+    p.add_argument("--part-limit", action="append", default=[], help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -434,6 +438,8 @@ def run_all(args: argparse.Namespace, results: dict) -> None:
             rec = {"status": "no time", "error": f"{budget - elapsed:.0f} s left of {budget:.0f}"}
         else:
             limit = PART_LIMIT_S[name] * (DRY_FACTOR if args.dry_run else 1.0)
+            given = dict(x.split("=", 1) for x in args.part_limit)
+            limit = float(given.get(name, limit))
             rec = run_part(name, args, min(limit, budget - elapsed))
         results["parts"][name] = rec
         report(name, rec, time.perf_counter() - args.t0)
