@@ -395,7 +395,18 @@ def _merged(
         keys, value = parse_override(text)
         apply_override(data, keys, value, text)
         seen[".".join(keys)] = text
+    if path is not None:
+        _python_task_dir(data, Path(path))
     return data, source, seen
+
+
+def _python_task_dir(data: dict[str, Any], path: Path) -> None:
+    """A ``runtime.task`` of type ``python`` read with a config file imports its module from
+    the file's directory unless ``module_dir`` says otherwise (recorded, so a resumed run
+    imports the same module)."""
+    task = data.get("runtime", {}).get("task") if isinstance(data.get("runtime"), dict) else None
+    if isinstance(task, dict) and task.get("type") == "python" and "module_dir" not in task:
+        task["module_dir"] = str(path.expanduser().resolve().parent)
 
 
 def dump_config(config: LaminarConfig) -> str:

@@ -8,7 +8,7 @@ the same job.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -97,6 +97,34 @@ class JsonlTask(Section):
 
     reward_timeout_s: float = Field(2.0, gt=0.0, le=600.0)
     """Longest the verifier may take on one answer before it scores 0 (seconds, 0 < s <= 600)."""
+
+
+class PythonTask(Section):
+    """A task of your own: ``entry`` names ``package.module:factory``; ``factory(args, seed)``
+    returns the environment, whose ``prompt(index)`` hands out samples and ``reward(sample,
+    messages)`` scores a conversation (``docs/environments.md``). Its calls run off the
+    rollout's event loop, each within ``timeout_s``; one that raises, hangs or answers nonsense
+    scores that trajectory 0 and is counted in the summary's ``env_errors``."""
+
+    type: Literal["python"] = "python"
+    """Variant tag: ``python``."""
+
+    entry: str = Field(
+        ..., min_length=3, max_length=512, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
+    )
+    """``package.module:factory`` (3..512 characters): the module is imported from
+    ``module_dir`` first, then the ``PYTHONPATH``."""
+
+    args: dict[str, Any] = Field(default_factory=dict, max_length=4096)
+    """Keyword mapping handed to the factory as its first argument (0..4096 keys)."""
+
+    module_dir: str = Field("", max_length=4096)
+    """Directory searched first for the module (0..4096 characters); filled in with the config
+    file's directory when the config is read from a file and leaves it out."""
+
+    timeout_s: float = Field(30.0, gt=0.0, le=3600.0)
+    """Longest one environment call (``prompt``, ``reward``) may take before the trajectory
+    scores 0 (seconds, 0 < s <= 3600)."""
 
 
 class WarmupConfig(Section):
@@ -248,10 +276,11 @@ class RuntimeConfig(Section):
     )
     """The policy: ``{type: tiny, ...}`` or ``{type: pretrained, path: ...}``."""
 
-    task: Annotated[RepeatTask | JsonlTask, Field(discriminator="type")] = Field(
+    task: Annotated[RepeatTask | JsonlTask | PythonTask, Field(discriminator="type")] = Field(
         default_factory=RepeatTask
     )
-    """The verifiable task and its reward: ``{type: repeat, ...}`` or ``{type: jsonl, path}``."""
+    """The task and its reward: ``{type: repeat, ...}``, ``{type: jsonl, path}`` or
+    ``{type: python, entry: "package.module:factory", args: {...}}`` (an environment)."""
 
     trainer_ranks: int = Field(1, ge=1, le=4096)
     """Trainer processes, one device each (count, 1..4096): the model is sharded over them with

@@ -64,6 +64,11 @@ class Traj:
     """Times it was moved to another replica mid-generation (repack or recovery)."""
     finish_reason: str | None = None
     reward: float = math.nan
+    env_error: str = ""
+    """Why the reward is 0 without a verdict: the environment (or verifier) raised, timed out
+    or answered nonsense (``laminar.runtime.envs.calls``); empty when it answered."""
+    source_id: str = ""
+    """An environment's own id of the sample (``runtime.task.type: python``); empty else."""
 
     @property
     def remaining_tokens(self) -> int:

@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import replace
 from typing import Any
 
-from laminar.runtime.models.codec import CharCodec, HfCodec, make_codec, prompt_ids
+from laminar.runtime.models.codec import CharCodec, HfCodec, make_codec, prompt_tokens
 from laminar.runtime.records import PromptGroup, Traj
 from laminar.runtime.tasks.make import make_task
 
@@ -39,8 +39,10 @@ class PromptPool:
         prefetch_steps: float | None,
         model_type: str,
         model_dir: str,
+        max_prompt_len: int | None = None,
     ):
         self.gen = make_task(task, seed=seed, max_answer_len=max_answer_len)
+        self.max_prompt_len = max_prompt_len  # a longer prompt keeps its last tokens
         self.codec: CharCodec | HfCodec = make_codec(model_type, model_dir)
         self.n = samples_per_prompt
         self.prompts_per_step = prompts_per_step
@@ -109,7 +111,8 @@ class PromptPool:
     def group(self, prompt_id: int) -> PromptGroup:
         """The group of an already issued prompt (a resumed run restarts lost samples)."""
         p = self.gen.prompt(prompt_id)
-        return PromptGroup(p.prompt_id, tuple(prompt_ids(self.codec, p.text)), self.n)
+        ids = prompt_tokens(self.codec, p, self.max_prompt_len)
+        return PromptGroup(p.prompt_id, tuple(ids), self.n)
 
 
 class PartialResponsePool:

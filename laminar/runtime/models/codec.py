@@ -35,6 +35,12 @@ class CharCodec:
         """Text of ``ids``; specials are dropped."""
         return "".join(self._chars.get(i, "") for i in ids)
 
+    def encode_lenient(self, text: str) -> list[int]:
+        """Ids of ``text`` lowered, any other character outside the vocabulary read as a
+        space (an environment's prompt is not written for the tiny vocabulary)."""
+        space = self._ids[" "]
+        return [self._ids.get(c, space) for c in text.lower()]
+
 
 class HfCodec:
     """A Hugging Face tokenizer loaded from a local model directory.
@@ -58,7 +64,11 @@ class HfCodec:
 
     def chat_ids(self, text: str) -> list[int]:
         """``text`` as the user's turn through the chat template, ready for the answer."""
-        messages = [{"role": "user", "content": text}]
+        return self.messages_ids([{"role": "user", "content": text}])
+
+    def messages_ids(self, messages: Sequence[dict]) -> list[int]:
+        """Chat ``messages`` through the chat template, ready for the assistant's answer."""
+        messages = [dict(m) for m in messages]
         out = self._tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         return list(self._tok.encode(out, add_special_tokens=False))
 
@@ -81,3 +91,23 @@ def prompt_ids(codec: CharCodec | HfCodec, text: str) -> list[int]:
         return codec.chat_ids(text)
     head = [codec.bos_id] if codec.bos_id is not None else []
     return head + codec.encode(text)
+
+
+def prompt_tokens(codec: CharCodec | HfCodec, p: Any, max_len: int | None = None) -> list[int]:
+    """A task's prompt ``p`` as ids: an environment's chat messages through the chat template
+    (joined plainly, one per line, without one), else :func:`prompt_ids` of its text. An
+    environment's text fits the tiny vocabulary (``CharCodec.encode_lenient``). Longer than
+    ``max_len`` (``workload.max_prompt_len``): its last ``max_len`` ids, which keep the turn
+    the answer follows (an engine refuses a prompt over its length)."""
+    env = getattr(p, "sample", None) is not None or bool(getattr(p, "error", ""))
+    if getattr(p, "messages", ()) and getattr(codec, "chat", False):
+        ids = codec.messages_ids(p.messages)
+    elif env and isinstance(codec, CharCodec):
+        ids = [codec.bos_id, *codec.encode_lenient(p.text)]
+    else:
+        ids = prompt_ids(codec, p.text)
+    if not ids:  # an engine refuses an empty prompt (a failed sample's, without a BOS)
+        ids = [codec.bos_id if codec.bos_id is not None else codec.eos_id]
+    if max_len is not None and len(ids) > max_len:
+        ids = ids[len(ids) - max_len :]
+    return ids

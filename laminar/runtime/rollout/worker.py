@@ -18,7 +18,7 @@ from typing import Any
 
 from laminar.runtime.cluster.procfs import shm_files_of
 from laminar.runtime.faults.watchdog import EngineWatchdog
-from laminar.runtime.models.codec import make_codec, prompt_ids
+from laminar.runtime.models.codec import make_codec, prompt_tokens
 from laminar.runtime.profiling.profile import EngineStepRecorder
 from laminar.runtime.records import PromptGroup, Traj
 from laminar.runtime.rollout.asking import AskAgain
@@ -66,6 +66,7 @@ class RolloutWorker:
         model_dir: str,
         flush_interval_s: float,
         engine_stall_s: float = 120.0,
+        max_prompt_len: int | None = None,
     ):
         self.replica_id = replica_id
         self.engine = engine
@@ -74,6 +75,7 @@ class RolloutWorker:
         self.codec = make_codec(model_type, model_dir)
         self.stop_ids = frozenset(self.codec.stop_ids)
         self.max_response_len = max_response_len
+        self.max_prompt_len = max_prompt_len
         self.max_batch = max_batch
         self.samples_per_prompt = samples_per_prompt
         self.flush_interval_s = flush_interval_s
@@ -191,22 +193,38 @@ class RolloutWorker:
             return  # the caller of abort owns it now
         reason = "stop" if reason == "stop" else "length"
         t.gen_end_s = self.now_s()
-        reward = await self._score(self.gen.prompt(t.prompt_id), t.tokens, reason)
+        p = await self._prompt(t.prompt_id)
+        reward, t.env_error = await self._score(p, t.tokens, reason)
+        if p.sample is not None:  # an environment's sample: its own id goes into the trace
+            t.source_id = str(p.sample.get("id"))
         self._finish(t, reason, reward)
 
-    async def _score(self, prompt: Any, tokens: list[int], reason: str) -> float:
-        """The task's reward of an answer (its stop token dropped). A verifier with a timeout
-        (``task.reward_timeout_s``) runs in a thread, off the event loop; past it, 0."""
+    async def _prompt(self, prompt_id: int, stream: int = 0) -> Any:
+        """The task's prompt; an environment's is asked for off the event loop."""
+        aprompt = getattr(self.gen, "aprompt", None)
+        if aprompt is not None:
+            return await aprompt(prompt_id, stream=stream)
+        return self.gen.prompt(prompt_id, stream=stream)
+
+    async def _score(self, prompt: Any, tokens: list[int], reason: str) -> tuple[float, str]:
+        """The task's reward of an answer (its stop token dropped), and why it is 0 when the
+        reward could not be had (else empty). A verifier with a timeout
+        (``task.reward_timeout_s``) runs in a thread, off the event loop; past it, 0. An
+        environment's reward runs off the event loop within ``task.timeout_s``
+        (``laminar.runtime.envs``)."""
         stopped = reason == "stop" and tokens and tokens[-1] in self.stop_ids
         body = tokens[:-1] if stopped else tokens
         text = self.codec.decode(body)
+        ascore = getattr(self.gen, "ascore", None)
+        if ascore is not None:
+            return await ascore(prompt, text, finished=reason == "stop")
         if self.reward_timeout_s is None:  # the repeat task's rule: a string comparison
-            return self.gen.reward(prompt, text, finished=reason == "stop")
+            return self.gen.reward(prompt, text, finished=reason == "stop"), ""
         call = asyncio.to_thread(self.gen.reward, prompt, text, finished=reason == "stop")
         try:
-            return await asyncio.wait_for(call, self.reward_timeout_s)
+            return await asyncio.wait_for(call, self.reward_timeout_s), ""
         except TimeoutError:
-            return 0.0
+            return 0.0, f"reward_timeout: the verifier took over {self.reward_timeout_s:g} s"
 
     def _finish(self, t: Traj, reason: str, reward: float) -> None:
         t.finish_reason = reason
@@ -262,15 +280,15 @@ class RolloutWorker:
         """
 
         async def one(pid: int, k: int) -> float:
-            p = self.gen.prompt(pid, stream=EVAL_STREAM)
+            p = await self._prompt(pid, EVAL_STREAM)
             tokens, reason = [], None
             rid = f"eval-v{self.version}-{pid}-{k}"
-            async for d in self.engine.generate(
-                rid, prompt_ids(self.codec, p.text), self.max_response_len
-            ):
+            ids = prompt_tokens(self.codec, p, self.max_prompt_len)
+            async for d in self.engine.generate(rid, ids, self.max_response_len):
                 tokens.extend(d.token_ids)
                 reason = d.finish_reason
-            return await self._score(p, tokens, "stop" if reason == "stop" else "length")
+            reward, _ = await self._score(p, tokens, "stop" if reason == "stop" else "length")
+            return reward
 
         jobs = [one(pid, k) for pid in prompt_ids_list for k in range(samples)]
         return list(await asyncio.gather(*jobs))

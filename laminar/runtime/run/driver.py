@@ -124,6 +124,7 @@ def launch(
         prefetch_steps=rt.prefetch_steps if rt.mode == "laminar" else None,
         model_type=rt.model.type,
         model_dir=info["model_dir"],
+        max_prompt_len=wl.max_prompt_len,
     )
     pools = {"prompts": prompts, "partial": partial, "buffer": buffer}
     started, where = [], None
@@ -222,6 +223,7 @@ def _rollout(
         model_dir=info["model_dir"],
         flush_interval_s=rt.flush_interval_s,
         engine_stall_s=rt.faults.engine_stall_s,
+        max_prompt_len=wl.max_prompt_len,
     )
 
 

@@ -1,5 +1,6 @@
 """A run's inputs, checked before anything starts or is written: the model directory
-(``runtime.model.type = pretrained``), the task file (``runtime.task.type = jsonl``) and the
+(``runtime.model.type = pretrained``), the task file (``runtime.task.type = jsonl``) or
+environment (``python``: its module imports, its factory builds one) and the
 cost file (``sim.cost_file``: repack's step bound, ``laminar.costfile``); the cluster it joins
 (``runtime.address``). A bad one is a ``LaminarError`` naming the file (and
 line) or the setting: exit code 2."""
@@ -29,6 +30,10 @@ def check_inputs(cfg: Any) -> None:
         from laminar.runtime.tasks.jsonl import load_rows
 
         load_rows(rt.task.path)
+    if rt.task.type == "python":  # the module imports and the factory builds an environment
+        from laminar.runtime.envs.load import load_env
+
+        load_env(rt.task, cfg.seed)
 
 
 def check_cluster(cfg: Any) -> None:

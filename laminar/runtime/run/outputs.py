@@ -51,7 +51,23 @@ def trajectory_frame(ledger: list[dict], steps: int) -> pd.DataFrame:
                 "migrations": t.migrations,
             }
         )
+        if getattr(t, "source_id", ""):  # an environment's own id (laminar.runtime.envs)
+            rows[-1]["source_prompt_id"] = t.source_id
     return pd.DataFrame(rows).sort_values(["step", "prompt_id", "sample_index"])
+
+
+def env_errors(ledger: list[dict]) -> dict:
+    """Finished trajectories scored 0 because the environment (or verifier) failed, counted by
+    reason (``reward_timeout``, ``prompt_invalid``, ...), and the first detail of each."""
+    counts: dict[str, int] = {}
+    examples: dict[str, str] = {}
+    for row in ledger:
+        error = getattr(row["traj"], "env_error", "")
+        if error:
+            reason = error.partition(":")[0]
+            counts[reason] = counts.get(reason, 0) + 1
+            examples.setdefault(reason, error)
+    return {"env_errors": dict(sorted(counts.items())), "env_error_examples": examples}
 
 
 def accounting(result: dict, samples_per_prompt: int) -> dict:
@@ -128,6 +144,7 @@ def summarize(cfg: LaminarConfig, result: dict) -> dict:
         "staleness_mean": statistics.fmean(stale) if stale else 0.0,
         "staleness_max": max(stale, default=0),
         **accounting(result, cfg.workload.samples_per_prompt),
+        **env_errors(result["ledger"]),
         "repack_moves": len(repacks),
         "repack_trajectories_moved": sum(e["moved"] for e in repacks),
         "recoveries": sum(1 for e in events if e["kind"] == "recovery"),

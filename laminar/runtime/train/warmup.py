@@ -29,12 +29,21 @@ def warmup_key(cfg: LaminarConfig) -> str:
     data = {
         "model": rt.model.model_dump(),
         "task": rt.task.model_dump(),
-        "task_file": _file_digest(getattr(rt.task, "path", None)),
+        "task_file": _file_digest(getattr(rt.task, "path", None) or _env_file(rt.task)),
         "warmup": rt.warmup.model_dump(exclude={"cache_dir"}),
         "seed": cfg.seed,
         "max_response_len": cfg.workload.max_response_len,
     }
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _env_file(task: Any) -> str | None:
+    """An environment's module file (its code shapes the warm-up's targets)."""
+    if task.type != "python":
+        return None
+    from laminar.runtime.envs.load import module_file
+
+    return module_file(task)
 
 
 def _file_digest(path: str | None) -> str | None:
@@ -48,7 +57,7 @@ def sft(model: Any, codec: Any, cfg: LaminarConfig) -> float:
     """Train ``model`` on exact answers for ``warmup.steps`` steps; return the last loss."""
     import torch
 
-    from laminar.runtime.models.codec import prompt_ids
+    from laminar.runtime.models.codec import prompt_tokens
 
     w = cfg.runtime.warmup
     gen = make_task(
@@ -61,7 +70,7 @@ def sft(model: Any, codec: Any, cfg: LaminarConfig) -> float:
         trajs = []
         for i in range(w.batch):
             p = gen.prompt(step * w.batch + i, stream=WARMUP_STREAM)
-            ids = tuple(prompt_ids(codec, p.text))
+            ids = tuple(prompt_tokens(codec, p, cfg.workload.max_prompt_len))
             answer = [*codec.encode(gen.target(p)), codec.eos_id]
             trajs.append(Traj("w", p.prompt_id, 0, ids, -1, len(answer), tokens=answer))
         batch = build_batch(trajs, [0.0] * len(trajs), codec.pad_id)
@@ -76,13 +85,23 @@ def sft(model: Any, codec: Any, cfg: LaminarConfig) -> float:
     return loss
 
 
+def _teaches(cfg: LaminarConfig) -> bool:
+    """Whether the task has targets to teach: an environment without ``target(sample)``
+    has none, and its run starts RL from the model as it is (docs/environments.md)."""
+    if cfg.runtime.task.type != "python":
+        return True
+    from laminar.runtime.envs.load import load_env
+
+    return callable(getattr(load_env(cfg.runtime.task, cfg.seed), "target", None))
+
+
 def warm_model(model: Any, codec: Any, cfg: LaminarConfig) -> dict:
     """Warm ``model`` up in place, from the cache when it holds this configuration."""
     from safetensors.torch import load_file, save_file
 
     from laminar.runtime.train.export import tied_names
 
-    if cfg.runtime.warmup.steps == 0:
+    if cfg.runtime.warmup.steps == 0 or not _teaches(cfg):
         return {"warmup_s": 0.0, "warmup_cached": False, "warmup_loss": float("nan")}
     path = Path(cfg.runtime.warmup.cache_dir).expanduser() / f"{warmup_key(cfg)}.safetensors"
     t = time.perf_counter()

@@ -1,0 +1,96 @@
+"""Import ``runtime.task.entry`` and build the environment; a failure is a ``ConfigError``
+naming the entry, the module's file and the cause (exit 2 before anything starts).
+
+The module is looked up in ``runtime.task.module_dir`` first (the config file's directory
+unless set), then on ``sys.path`` (the ``PYTHONPATH``). Every process that needs the
+environment (the prompt pool, each rollout, the trainer's warm-up, the driver's check at
+start) builds its own with ``factory(args, seed)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from laminar.errors import ConfigError
+
+REQUIRED = ("prompt", "reward")  # methods every environment has
+OPTIONAL = ("target",)  # what the supervised warm-up teaches, when the environment has it
+
+
+def _cause(e: BaseException) -> str:
+    """The exception in one line, with where in the user's code it was raised."""
+    frames = traceback.extract_tb(e.__traceback__)
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return f"{type(e).__name__}: {e}{where}"
+
+
+def _error(cfg: Any, message: str) -> ConfigError:
+    return ConfigError("runtime.task.entry", "", f"{cfg.entry!r}: {message}")
+
+
+def module_file(cfg: Any) -> str | None:
+    """The file the entry's module would be imported from (None: not found)."""
+    name = cfg.entry.partition(":")[0]
+    _search_path(cfg)
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    return getattr(spec, "origin", None) if spec is not None else None
+
+
+def _search_path(cfg: Any) -> None:
+    """``module_dir`` first on ``sys.path`` (once)."""
+    if cfg.module_dir:
+        where = str(Path(cfg.module_dir).expanduser().resolve())
+        if where not in sys.path:
+            sys.path.insert(0, where)
+
+
+def load_factory(cfg: Any) -> Any:
+    """The factory ``entry`` names; a ``ConfigError`` naming module, file and cause."""
+    name, _, attr = cfg.entry.partition(":")
+    _search_path(cfg)
+    try:
+        module = importlib.import_module(name)
+    except (Exception, SystemExit) as e:  # a user module may raise anything, exit too
+        looked = f"{cfg.module_dir or '(no module_dir)'} and PYTHONPATH"
+        where = module_file(cfg)
+        raise _error(
+            cfg,
+            f"cannot import module {name!r} ({where or 'not found in ' + looked}): {_cause(e)}",
+        ) from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise _error(cfg, f"{getattr(module, '__file__', name)} has no callable {attr!r}")
+    return factory
+
+
+def load_env(cfg: Any, seed: int) -> Any:
+    """``factory(args, seed)``, checked: it has ``prompt`` and ``reward``; a multi-turn
+    environment (``step``) is refused — the runtime runs single-turn environments only."""
+    factory = load_factory(cfg)
+    where = getattr(sys.modules.get(cfg.entry.partition(":")[0]), "__file__", "?")
+    try:
+        env = factory(dict(cfg.args), seed)
+    except (Exception, SystemExit) as e:
+        raise _error(cfg, f"the factory failed (module {where}): {_cause(e)}") from None
+    missing = [m for m in REQUIRED if not callable(getattr(env, m, None))]
+    if missing:
+        raise _error(
+            cfg,
+            f"the factory returned {type(env).__name__}, which has no "
+            f"{' or '.join(missing)} method (module {where}; docs/environments.md)",
+        )
+    if callable(getattr(env, "step", None)):
+        raise _error(
+            cfg,
+            f"the environment has step(): multi-turn environments are not run yet — only "
+            f"prompt() and reward() of single-turn ones (module {where}; docs/environments.md)",
+        )
+    return env
