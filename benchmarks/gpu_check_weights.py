@@ -37,12 +37,15 @@ from typing import Any
 
 BREAK_ENV = "LAMINAR_GPU_CHECK_BREAK"
 # max |engine - trainer| log-prob over every fixed token (nats), by the weights' dtype: fp32 on
-# CPU agrees to float reduction order; bf16 on a GPU (vLLM's kernels vs FSDP2's bf16 compute)
-LOGPROB_TOL = {"float32": 1e-3, "bfloat16": 5e-2}
+# CPU agrees to float reduction order (measured 1e-6); bf16 on a GPU: vLLM's kernels against
+# FSDP2's bf16 compute, both on the same bf16-rounded weights (logits carry ~2^-8 relative error)
+LOGPROB_TOL = {"float32": 1e-3, "bfloat16": 1e-1}
 # importance ratio exp(trainer - behaviour) at staleness 0: each sampled token, and the mean
-RATIO_TOL = {"float32": 2e-3, "bfloat16": 1e-1}
+RATIO_TOL = {"float32": 2e-3, "bfloat16": 1.5e-1}
 RATIO_MEAN_TOL = {"float32": 1e-3, "bfloat16": 2e-2}
-MIN_CHANGE = 0.25  # the update must move some fixed token's log-prob by more than this (nats)
+# the update must move some fixed token's log-prob by more than this (nats): 5x the tolerance
+# at least, so a skipped load cannot pass (measured on the tiny CPU model: 0.59)
+MIN_CHANGE = {"float32": 0.25, "bfloat16": 0.5}
 NOISE = 0.5  # perturbation: every weight times (1 + NOISE * N(0, 1))
 TEXTS = (
     ("What is 12 plus 7?", "The answer is \\boxed{19}."),
@@ -289,13 +292,13 @@ async def _update_checks(rank, worker, engine, store, model_dir, dtype, timings)
     checks = [
         check("engine = trainer before the update", max_abs_diff(old_engine, old_trainer) <= tol,
               max_abs_diff(old_engine, old_trainer), f"max |dlogp| <= {tol:g}"),
-        check("the update moves the trainer's log-probs", moved >= MIN_CHANGE, moved,
-              f"max |dlogp| >= {MIN_CHANGE:g}"),
+        check("the update moves the trainer's log-probs", moved >= MIN_CHANGE[dtype], moved,
+              f"max |dlogp| >= {MIN_CHANGE[dtype]:g}"),
         check("engine = trainer after the update", max_abs_diff(new_engine, new_trainer) <= tol,
               max_abs_diff(new_engine, new_trainer), f"max |dlogp| <= {tol:g}"),
         check("engine no longer serves the old weights",
-              max_abs_diff(new_engine, old_trainer) >= MIN_CHANGE / 2,
-              max_abs_diff(new_engine, old_trainer), f"max |dlogp| >= {MIN_CHANGE / 2:g}"),
+              max_abs_diff(new_engine, old_trainer) >= MIN_CHANGE[dtype] / 2,
+              max_abs_diff(new_engine, old_trainer), f"max |dlogp| >= {MIN_CHANGE[dtype] / 2:g}"),
         check("served version = published version",
               served == worker.version == 1 and engine.loaded[-1] == v1_dir
               and manifest.get("version") == 1,
