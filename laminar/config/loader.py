@@ -178,10 +178,15 @@ def read_preset(name: str) -> dict[str, Any]:
 
 
 def merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
-    """Deep-merge ``top`` over ``base`` (mappings merge, anything else is replaced)."""
+    """Deep-merge ``top`` over ``base`` (mappings merge, anything else is replaced). A mapping
+    of another ``type`` (a union's other variant: a preset's ``repeat`` task under a file's
+    ``python`` one) replaces the one below instead: the two share no keys."""
     out = dict(base)
     for k, v in top.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
+        other = isinstance(v, dict) and isinstance(out.get(k), dict)
+        if other and "type" in v and "type" in out[k] and v["type"] != out[k]["type"]:
+            out[k] = v
+        elif isinstance(v, dict) and isinstance(out.get(k), dict):
             out[k] = merge(out[k], v)
         else:
             out[k] = v

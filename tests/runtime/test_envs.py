@@ -260,8 +260,14 @@ def _system(tmp_path, task: PythonTask, n=2, prompts_per_step=4):
     t0 = time.time()
     store = ShmWeightStore(tmp_path / "weights", "{}")
     common = dict(seed=0, model_type="tiny", model_dir="", max_prompt_len=16)
-    prompts = PromptPool(task, max_answer_len=MAX_RESPONSE_LEN - 1, samples_per_prompt=n,
-                         prompts_per_step=prompts_per_step, prefetch_steps=1.0, **common)
+    prompts = PromptPool(
+        task,
+        max_answer_len=MAX_RESPONSE_LEN - 1,
+        samples_per_prompt=n,
+        prompts_per_step=prompts_per_step,
+        prefetch_steps=1.0,
+        **common,
+    )
     partial, buffer = PartialResponsePool(), ExperienceBuffer(n, t0)
     pools = {"prompts": LocalHandle(prompts), "partial": LocalHandle(partial),
              "buffer": LocalHandle(buffer)}  # fmt: skip
@@ -306,3 +312,9 @@ def test_misbehaving_environment_costs_those_trajectories_only(user_module, tmp_
     solved = frame[frame["prompt_id"] % 8 == 0]
     assert (solved["reward"] == 1.0).all()
     assert list(solved["source_prompt_id"]) == [f"q{i}" for i in solved["prompt_id"]]
+
+
+def test_a_file_task_of_another_type_replaces_the_presets(user_module):
+    cfg = load_config(_config(user_module), preset="tiny-cpu")  # the preset's task: repeat
+    assert cfg.runtime.task.type == "python" and cfg.runtime.task.entry.endswith(":make")
+    assert cfg.workload.max_prompt_len == 16  # the rest of the preset stays
