@@ -214,6 +214,13 @@ def _train(args: argparse.Namespace) -> int:
     out = str(log.out)
     done = len(state.steps) if state is not None else 0
     bar = _progress(cfg.workload.steps, done, disabled=args.no_progress)
+    from laminar.runtime.tracking.loggers import Trackers  # runtime.loggers: steps.csv's rows
+
+    trackers = Trackers(cfg.runtime.loggers, log.out, cfg.model_dump(mode="json"))
+
+    def on_step(row: dict) -> None:
+        bar.update_step(row)
+        trackers.log(row)
 
     def on_term(signum, frame):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough; teardown must finish
@@ -223,7 +230,7 @@ def _train(args: argparse.Namespace) -> int:
     try:
         result = train(
             cfg,
-            on_step=bar.update_step,
+            on_step=on_step,
             verbose=args.verbose,
             model_out=str(log.out / "model"),
             log=log,
@@ -246,6 +253,7 @@ def _train(args: argparse.Namespace) -> int:
         raise
     finally:
         bar.close()
+        trackers.close()
         signal.signal(signal.SIGTERM, old)
     summary = write_run_dir(cfg, result, log.out)
     log.mark()

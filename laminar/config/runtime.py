@@ -282,6 +282,13 @@ class RuntimeConfig(Section):
     """The task and its reward: ``{type: repeat, ...}``, ``{type: jsonl, path}`` or
     ``{type: python, entry: "package.module:factory", args: {...}}`` (an environment)."""
 
+    loggers: list[Literal["tensorboard", "wandb", "mlflow"]] = Field(
+        default_factory=list, max_length=3
+    )
+    """Experiment trackers the step metrics of ``steps.csv`` also go to, under the same names
+    (0..3 of ``tensorboard``, ``wandb`` offline, ``mlflow`` file store; each writes under the
+    run directory and is an optional package, ``laminar/runtime/tracking/``)."""
+
     trainer_ranks: int = Field(1, ge=1, le=4096)
     """Trainer processes, one device each (count, 1..4096): the model is sharded over them with
     FSDP2 (torch.distributed: gloo on CPU, NCCL on cuda), in one Ray placement group."""

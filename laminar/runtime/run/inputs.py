@@ -30,6 +30,10 @@ def check_inputs(cfg: Any) -> None:
         from laminar.runtime.tasks.jsonl import load_rows
 
         load_rows(rt.task.path)
+    if rt.loggers:  # each tracker's package imports
+        from laminar.runtime.tracking.loggers import check_loggers
+
+        check_loggers(rt.loggers)
     if rt.task.type == "python":  # the module imports and the factory builds an environment
         from laminar.runtime.envs.load import load_env
 
