@@ -406,11 +406,13 @@ def _merged(
 
 
 def _python_task_dir(data: dict[str, Any], path: Path) -> None:
-    """A ``runtime.task`` of type ``python`` read with a config file imports its module from
+    """A ``runtime.task`` of type ``python`` (or a ``jsonl`` one with a ``reward`` function)
+    read with a config file imports its module from
     the file's directory unless ``module_dir`` says otherwise (recorded, so a resumed run
     imports the same module)."""
     task = data.get("runtime", {}).get("task") if isinstance(data.get("runtime"), dict) else None
-    if isinstance(task, dict) and task.get("type") == "python" and "module_dir" not in task:
+    imports = isinstance(task, dict) and (task.get("type") == "python" or task.get("reward"))
+    if imports and "module_dir" not in task:
         task["module_dir"] = str(path.expanduser().resolve().parent)
 
 

@@ -98,6 +98,16 @@ class JsonlTask(Section):
     reward_timeout_s: float = Field(2.0, gt=0.0, le=600.0)
     """Longest the verifier may take on one answer before it scores 0 (seconds, 0 < s <= 600)."""
 
+    reward: str = Field("", max_length=512, pattern=r"^$|^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+    """``module:function`` scoring answers instead of the math verifier (0..512 characters):
+    ``function(sample, messages) -> float`` as an environment's ``reward``
+    (``docs/environments.md``), ``sample`` being ``{id, prompt, answer}`` of the line; empty:
+    the verifier."""
+
+    module_dir: str = Field("", max_length=4096)
+    """Directory searched first for ``reward``'s module (0..4096 characters); filled in with
+    the config file's directory when the config is read from a file and leaves it out."""
+
 
 class PythonTask(Section):
     """A task of your own: ``entry`` names ``package.module:factory``; ``factory(args, seed)``

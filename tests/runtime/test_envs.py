@@ -318,3 +318,37 @@ def test_a_file_task_of_another_type_replaces_the_presets(user_module):
     cfg = load_config(_config(user_module), preset="tiny-cpu")  # the preset's task: repeat
     assert cfg.runtime.task.type == "python" and cfg.runtime.task.entry.endswith(":make")
     assert cfg.workload.max_prompt_len == 16  # the rest of the preset stays
+
+
+def test_a_jsonl_task_takes_a_reward_function(tmp_path):
+    d = tmp_path / "jsonl-user"
+    d.mkdir()
+    (d / "q.jsonl").write_text('{"prompt": "2+2=", "answer": 4}\n{"prompt": "1+5=", "answer": 6}\n')
+    (d / "laminar_test_grader.py").write_text(
+        "def grade(sample, messages):\n"
+        "    if sample['answer'] == '6':\n"
+        "        raise RuntimeError('grader down')\n"
+        "    return 0.5 if messages[-1]['content'].strip() == sample['answer'] else 0.0\n"
+    )
+    config = d / "c.yaml"
+    config.write_text(
+        f"runtime:\n  task: {{type: jsonl, path: {d / 'q.jsonl'}, "
+        "reward: 'laminar_test_grader:grade'}\n"
+    )
+    try:
+        cfg = load_config(config)
+        assert cfg.runtime.task.module_dir == str(d.resolve())
+        gen = make_task(cfg.runtime.task, seed=0, max_answer_len=8)
+        by_answer = {gen.prompt(i).answer: gen.prompt(i) for i in range(2)}
+        assert asyncio.run(gen.ascore(by_answer["4"], "4", finished=True)) == (0.5, "")
+        reward, error = asyncio.run(gen.ascore(by_answer["6"], "6", finished=True))
+        assert reward == 0.0 and error.startswith("reward_raised: RuntimeError: grader down")
+        assert gen.reward(by_answer["4"], " 4", finished=True) == 0.5
+        bad = load_config(config, overrides=["runtime.task.reward=laminar_test_grader:nope"])
+        from laminar.runtime.run.inputs import check_inputs
+
+        with pytest.raises(ConfigError, match=r"runtime.task.reward: .*no callable 'nope'"):
+            check_inputs(bad)
+    finally:
+        sys.modules.pop("laminar_test_grader", None)
+        sys.path[:] = [p for p in sys.path if not p.startswith(str(tmp_path))]

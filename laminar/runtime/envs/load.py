@@ -29,13 +29,14 @@ def _cause(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}{where}"
 
 
-def _error(cfg: Any, message: str) -> ConfigError:
-    return ConfigError("runtime.task.entry", "", f"{cfg.entry!r}: {message}")
+def _error(cfg: Any, message: str, key: str = "entry") -> ConfigError:
+    return ConfigError(f"runtime.task.{key}", "", f"{getattr(cfg, key)!r}: {message}")
 
 
-def module_file(cfg: Any) -> str | None:
-    """The file the entry's module would be imported from (None: not found)."""
-    name = cfg.entry.partition(":")[0]
+def module_file(cfg: Any, key: str = "entry") -> str | None:
+    """The file the ``module:name`` of ``cfg.<key>`` would be imported from (None: not
+    found)."""
+    name = getattr(cfg, key).partition(":")[0]
     _search_path(cfg)
     try:
         spec = importlib.util.find_spec(name)
@@ -52,22 +53,24 @@ def _search_path(cfg: Any) -> None:
             sys.path.insert(0, where)
 
 
-def load_factory(cfg: Any) -> Any:
-    """The factory ``entry`` names; a ``ConfigError`` naming module, file and cause."""
-    name, _, attr = cfg.entry.partition(":")
+def load_factory(cfg: Any, key: str = "entry") -> Any:
+    """The callable ``cfg.<key>`` names (``module:name``: the environment's factory, or a
+    JSONL task's ``reward``); a ``ConfigError`` naming module, file and cause."""
+    name, _, attr = getattr(cfg, key).partition(":")
     _search_path(cfg)
     try:
         module = importlib.import_module(name)
     except (Exception, SystemExit) as e:  # a user module may raise anything, exit too
         looked = f"{cfg.module_dir or '(no module_dir)'} and PYTHONPATH"
-        where = module_file(cfg)
+        where = module_file(cfg, key)
         raise _error(
             cfg,
             f"cannot import module {name!r} ({where or 'not found in ' + looked}): {_cause(e)}",
+            key,
         ) from None
     factory = getattr(module, attr, None)
     if not callable(factory):
-        raise _error(cfg, f"{getattr(module, '__file__', name)} has no callable {attr!r}")
+        raise _error(cfg, f"{getattr(module, '__file__', name)} has no callable {attr!r}", key)
     return factory
 
 

@@ -30,6 +30,10 @@ def check_inputs(cfg: Any) -> None:
         from laminar.runtime.tasks.jsonl import load_rows
 
         load_rows(rt.task.path)
+        if rt.task.reward:  # its module imports and names a function
+            from laminar.runtime.envs.load import load_factory
+
+            load_factory(rt.task, "reward")
     if rt.loggers:  # each tracker's package imports
         from laminar.runtime.tracking.loggers import check_loggers
 

@@ -4,7 +4,9 @@ Each line is one JSON object with a string ``prompt`` and an ``answer`` (string 
 RL prompts walk the file in a seeded order, a fresh permutation per pass; warm-up and held-out
 evaluation draw from their own seeded orders of the same rows (a JSONL task has no separate
 held-out split unless you give it one as another file). The reward is 1 when the verifier
-finds the reference answer, else 0.
+finds the reference answer, else 0 — or, with ``reward: "module:function"``, what that
+function answers for ``({id, prompt, answer}, messages)``, called like an environment's
+``reward`` (``laminar.runtime.envs``: off the event loop, within ``reward_timeout_s``).
 """
 
 from __future__ import annotations
@@ -64,6 +66,15 @@ class JsonlTaskGen:
         self.seed = seed
         self.rows = load_rows(cfg.path)
         self._orders: dict[tuple[int, int], np.ndarray] = {}
+        if cfg.reward:  # a function of the user's instead of the verifier
+            from types import SimpleNamespace
+
+            from laminar.runtime.envs.calls import EnvCaller
+            from laminar.runtime.envs.load import load_factory
+
+            fn = load_factory(cfg, "reward")
+            self.caller = EnvCaller(SimpleNamespace(reward=fn), cfg.reward_timeout_s)
+            self.ascore = self._ascore  # the rollout awaits it (off its event loop)
 
     def _row(self, prompt_id: int, stream: int) -> int:
         n = len(self.rows)
@@ -81,7 +92,22 @@ class JsonlTaskGen:
         """What the warm-up teaches: the answer, boxed."""
         return f"\\boxed{{{prompt.answer}}}"
 
+    def _sample(self, prompt: Prompt) -> dict:
+        return {"id": prompt.prompt_id, "prompt": prompt.text, "answer": prompt.answer}
+
+    async def _ascore(self, prompt: Prompt, response: str, *, finished: bool) -> tuple:
+        """(reward of ``runtime.task.reward``, why it is 0 when it failed: else empty)."""
+        messages = [{"role": "user", "content": prompt.text},
+                    {"role": "assistant", "content": response}]  # fmt: skip
+        reward, error = await self.caller.call("reward", self._sample(prompt), messages)
+        return (0.0, error) if error else (reward, "")
+
     def reward(self, prompt: Prompt, response: str, *, finished: bool) -> float:
+        if self.cfg.reward:
+            messages = [{"role": "user", "content": prompt.text},
+                        {"role": "assistant", "content": response}]  # fmt: skip
+            reward, error = self.caller.call_sync("reward", self._sample(prompt), messages)
+            return 0.0 if error else reward
         if not finished or not response:
             return 0.0
         return 1.0 if is_correct(response, prompt.answer) else 0.0
