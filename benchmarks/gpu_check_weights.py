@@ -47,6 +47,7 @@ RATIO_MEAN_TOL = {"float32": 1e-3, "bfloat16": 2e-2}
 # at least, so a skipped load cannot pass (measured on the tiny CPU model: 0.59)
 MIN_CHANGE = {"float32": 0.25, "bfloat16": 0.5}
 NOISE = 0.5  # perturbation: every weight times (1 + NOISE * N(0, 1))
+SHUTDOWN_S = 20.0  # the engine's grace to stop (the runtime's 60 s would eat the part's limit)
 TEXTS = (
     ("What is 12 plus 7?", "The answer is \\boxed{19}."),
     ("Compute 6 times 8.", "So the result is 48."),
@@ -260,8 +261,8 @@ async def _weights(out: Path, dry: bool) -> dict:
         await worker.start()
         timings["engine_start_s"] = time.perf_counter() - t
         checks = await _update_checks(rank, worker, engine, store, model_dir, dtype, timings)
-    finally:
-        await engine.shutdown()
+    finally:  # a short grace: what a slow exit leaves, gpu_check.py's sweep removes
+        await engine.inner.shutdown(timeout_s=SHUTDOWN_S)
         rank.close()
         store.close()
     return {"dtype": dtype, "params": info["params"], "broken": broken, "checks": checks,
@@ -376,7 +377,7 @@ async def _multigpu(out: Path) -> dict:
         await engine.load_weights(path)
         lps = await engine_logprobs(engine, seqs, "tp2")
     finally:
-        await engine.shutdown()
+        await engine.shutdown(timeout_s=SHUTDOWN_S)
         store.close()
     diff = max_abs_diff(lps, r0["logprobs"])
     tol = LOGPROB_TOL["bfloat16"]
