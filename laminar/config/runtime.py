@@ -176,6 +176,20 @@ class GrpoConfig(Section):
     """Padded tokens per micro-batch of a step; sequences are grouped by length so the long tail
     does not pad the rest (tokens, 1..1e7). Gradients of a step's micro-batches add up."""
 
+    activation_checkpointing: bool = True
+    """Recompute each decoder layer's activations in the backward pass instead of keeping them
+    (Hugging Face gradient checkpointing, non-reentrant, under FSDP2): a micro-batch keeps one
+    hidden state per layer and token, for about a third more compute. False keeps every
+    activation of the forward (faster, far more memory at long responses). The gradients are
+    the same either way."""
+
+    logprob_chunk_tokens: int = Field(1024, ge=0, le=1_000_000)
+    """Response tokens whose log-probabilities are taken at once from the final hidden states
+    and the output embedding (tokens, 0..1e6): full-vocabulary logits exist for one chunk at a
+    time, in the forward and again in the backward, never for the whole micro-batch (at a
+    152K vocabulary, 1024 tokens are ~0.6 GB of fp32 logits). 0: the model's own head over
+    every token of the micro-batch at once (full logits, prompt tokens included)."""
+
 
 class RuntimeConfig(Section):
     """Settings only the real runtime (``laminar train``) reads."""

@@ -25,11 +25,13 @@ def decoder_layers(model: Any) -> list[Any]:
     return list(layers)
 
 
-def shard(model: Any, device: str, *, frozen: bool = False) -> Any:
+def shard(model: Any, device: str, *, frozen: bool = False, checkpointing: bool = False) -> Any:
     """Shard ``model`` over the default process group onto ``device`` (in place).
 
     ``frozen``: a reference model (no gradients, eval mode) — sharded the same way, so its
-    memory per rank falls with the rank count too.
+    memory per rank falls with the rank count too. ``checkpointing``: activation checkpointing
+    of every decoder layer (Hugging Face's, non-reentrant: the layer's forward is recomputed in
+    its backward; FSDP2's hooks skip the recompute, the layer's pre-backward has unsharded it).
     """
     import torch
     import torch.distributed as dist
@@ -42,6 +44,8 @@ def shard(model: Any, device: str, *, frozen: bool = False) -> Any:
     if frozen:
         model.requires_grad_(False)
         model.eval()
+    elif checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     mesh = init_device_mesh(device, (dist.get_world_size(),))
     kwargs: dict[str, Any] = {"mesh": mesh}
     if device == "cuda":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,11 +72,97 @@ def build_batch(trajs: Sequence[Traj], advantages: Sequence[float], pad_id: int)
     return Batch(ids, attn, mask, old, torch.tensor(list(advantages), dtype=torch.float32))
 
 
-def token_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor):
-    """log p(token j+1 | tokens <= j) for every position j: shape [B, L-1]."""
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
-    logp = torch.log_softmax(logits, dim=-1)
-    return logp.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+def token_logprobs(
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    *,
+    mask: torch.Tensor | None = None,
+    chunk_tokens: int = 0,
+) -> torch.Tensor:
+    """log p(token j+1 | tokens <= j) for every position j: shape [B, L-1] (fp32).
+
+    ``chunk_tokens`` > 0: the model's output head is applied to ``chunk_tokens`` positions at a
+    time (:func:`chunked_logprobs`), so no full-vocabulary logits of the whole micro-batch
+    exist at once; only positions where ``mask`` > 0 are computed (the others are 0: the loss
+    masks them out). 0: the model's own head on every position at once (full logits).
+    """
+    head = model.get_output_embeddings() if chunk_tokens > 0 else None
+    if head is None or not _plain_head(model, head):
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+        logp = torch.log_softmax(logits.logits[:, :-1].float(), dim=-1)
+        return logp.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    targets = input_ids[:, 1:]
+    keep = torch.ones_like(targets, dtype=torch.bool) if mask is None else mask > 0
+
+    def head_forward(hidden: torch.Tensor) -> torch.Tensor:
+        return chunked_logprobs(hidden[:, :-1], head.weight, head.bias, targets, keep, chunk_tokens)
+
+    # the head runs inside the model's forward (what FSDP2 expects of the root's parameters),
+    # but answers log-probs, not logits
+    with _head_forward(head, head_forward):
+        out = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+    return out.logits
+
+
+def chunked_logprobs(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    targets: torch.Tensor,
+    keep: torch.Tensor,
+    chunk_tokens: int,
+) -> torch.Tensor:
+    """log p(targets) where ``keep``, from final hidden states [B, T, H] and the output
+    embedding [V, H], ``chunk_tokens`` rows at a time; 0 elsewhere. Shape [B, T], fp32.
+
+    Each chunk's logits (the weight's dtype, then fp32) live only while its log-probs are
+    taken: with gradients on, the chunk runs under ``torch.utils.checkpoint``, so the backward
+    recomputes one chunk's logits at a time instead of keeping every chunk's.
+    """
+    from torch.utils.checkpoint import checkpoint
+
+    rows, tgt = hidden[keep], targets[keep]
+    grad = torch.is_grad_enabled() and (rows.requires_grad or weight.requires_grad)
+    parts = []
+    for s in range(0, max(1, rows.shape[0]), chunk_tokens):  # one (empty) chunk at least
+        args = (rows[s : s + chunk_tokens], weight, bias, tgt[s : s + chunk_tokens])
+        parts.append(
+            checkpoint(_chunk_logp, *args, use_reentrant=False) if grad else _chunk_logp(*args)
+        )
+    out = torch.zeros(targets.shape, dtype=torch.float32, device=hidden.device)
+    return out.masked_scatter(keep, torch.cat(parts))
+
+
+def _chunk_logp(
+    rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, tgt: torch.Tensor
+) -> torch.Tensor:
+    logits = torch.nn.functional.linear(rows, weight, bias).float()
+    return logits.gather(-1, tgt.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+
+
+def _plain_head(model: Any, head: Any) -> bool:
+    """Whether the logits are the output head's linear map and nothing more (no soft-capping
+    or scaling of the logits after it, as Gemma 2 or Cohere do): then chunking is exact."""
+    cfg = getattr(model, "config", None)
+    scaled = any(
+        getattr(cfg, k, None) not in (None, 1.0) for k in ("final_logit_softcapping", "logit_scale")
+    )
+    return isinstance(head, torch.nn.Linear) and not scaled
+
+
+@contextmanager
+def _head_forward(head: Any, fn: Any):
+    """``head``'s forward is ``fn`` within the block (its own afterwards)."""
+    before = head.__dict__.get("forward")
+    head.forward = fn
+    try:
+        yield
+    finally:
+        if before is None:
+            del head.forward
+        else:
+            head.forward = before
 
 
 def grpo_loss(
@@ -114,7 +201,13 @@ def grpo_loss(
     return loss, metrics
 
 
-def sft_loss(model: Any, batch: Batch) -> torch.Tensor:
+def sft_loss(model: Any, batch: Batch, chunk_tokens: int = 0) -> torch.Tensor:
     """Mean cross-entropy over response tokens (the warm-up's objective)."""
-    lp = token_logprobs(model, batch.input_ids, batch.attention_mask)
+    lp = token_logprobs(
+        model,
+        batch.input_ids,
+        batch.attention_mask,
+        mask=batch.loss_mask,
+        chunk_tokens=chunk_tokens,
+    )
     return -(lp * batch.loss_mask).sum() / batch.loss_mask.sum().clamp(min=1.0)

@@ -139,7 +139,7 @@ class TrainerRank:
         g = self.cfg.runtime.grpo
         if g.kl_coef > 0:  # the KL reference is the warm-up model, sharded like the policy
             self.ref_model = shard(copy.deepcopy(self.model), self.device, frozen=True)
-        self.model = shard(self.model, self.device)
+        self.model = shard(self.model, self.device, checkpointing=g.activation_checkpointing)
         self.model.eval()
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=g.lr, weight_decay=0.0)
         return info
@@ -185,11 +185,12 @@ class TrainerRank:
             (logits.sum() * 0.0).backward()
             return {}
         batch = build_batch(trajs, advantages, self.codec.pad_id).to(self.device)
-        new_lp = token_logprobs(self.model, batch.input_ids, batch.attention_mask)
+        lp = {"mask": batch.loss_mask, "chunk_tokens": g.logprob_chunk_tokens}
+        new_lp = token_logprobs(self.model, batch.input_ids, batch.attention_mask, **lp)
         ref_lp = None
         if self.ref_model is not None:
             with torch.no_grad():
-                ref_lp = token_logprobs(self.ref_model, batch.input_ids, batch.attention_mask)
+                ref_lp = token_logprobs(self.ref_model, batch.input_ids, batch.attention_mask, **lp)
         loss, metrics = grpo_loss(
             new_lp, batch, g.clip_eps, ref_logprobs=ref_lp, kl_coef=g.kl_coef, denom_tokens=denom
         )

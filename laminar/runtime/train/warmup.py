@@ -76,7 +76,7 @@ def sft(model: Any, codec: Any, cfg: LaminarConfig) -> float:
         batch = build_batch(trajs, [0.0] * len(trajs), codec.pad_id)
         for g in opt.param_groups:  # linear warm-up of the learning rate over 10% of steps
             g["lr"] = w.lr * min(1.0, (step + 1) / max(1, w.steps // 10))
-        out = sft_loss(model, batch)
+        out = sft_loss(model, batch, cfg.runtime.grpo.logprob_chunk_tokens)
         opt.zero_grad()
         out.backward()
         opt.step()
