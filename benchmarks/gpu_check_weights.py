@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 BREAK_ENV = "LAMINAR_GPU_CHECK_BREAK"
+RESULT_ENV = "LAMINAR_GPU_CHECK_RESULT"
 # max |engine - trainer| log-prob over every fixed token (nats), by the weights' dtype: fp32 on
 # CPU agrees to float reduction order (measured 1e-6); bf16 on a GPU: vLLM's kernels against
 # FSDP2's bf16 compute, both on the same bf16-rounded weights (logits carry ~2^-8 relative error)
@@ -58,6 +59,16 @@ TEXTS = (
 def check(name: str, ok: bool, value: Any, bound: str) -> dict:
     """One named assertion of the check: what was measured and the bound it had to meet."""
     return {"name": name, "ok": bool(ok), "value": value, "bound": bound}
+
+
+def early_result(result: dict) -> None:
+    """Write the part's result now (``gpu_check.py`` names the file in :data:`RESULT_ENV`): a
+    part killed at its limit while it tears down still reports what it found."""
+    path = os.environ.get(RESULT_ENV)
+    if path:
+        tmp = f"{path}.tmp"
+        Path(tmp).write_text(json.dumps(result))
+        os.replace(tmp, path)
 
 
 def _break_loads() -> bool:
@@ -261,12 +272,14 @@ async def _weights(out: Path, dry: bool) -> dict:
         await worker.start()
         timings["engine_start_s"] = time.perf_counter() - t
         checks = await _update_checks(rank, worker, engine, store, model_dir, dtype, timings)
+        result = {"dtype": dtype, "params": info["params"], "broken": broken, "checks": checks,
+                  **timings}  # fmt: skip
+        early_result(result)  # the checks count even if the teardown runs past the limit
     finally:  # a short grace: what a slow exit leaves, gpu_check.py's sweep removes
         await engine.inner.shutdown(timeout_s=SHUTDOWN_S)
         rank.close()
         store.close()
-    return {"dtype": dtype, "params": info["params"], "broken": broken, "checks": checks,
-            **timings}  # fmt: skip
+    return result
 
 
 async def _update_checks(rank, worker, engine, store, model_dir, dtype, timings) -> list[dict]:
