@@ -61,7 +61,7 @@ def test_a_user_environment_trains_and_its_rewards_are_recorded(tmp_path):
     args = ["train", str(config), "--preset", "tiny-cpu", "--mode", "laminar", "--steps", "3",
             "--no-progress", "--out", str(out), "--set", "workload.prompts_per_step=4",
             "--set", "workload.samples_per_prompt=4", "--set", "runtime.max_batch=16",
-            *sets]  # fmt: skip
+            "--set", "runtime.loggers=[tensorboard, mlflow]", *sets]  # fmt: skip
     assert main(args) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 3 and summary["trajectories_lost"] == 0
@@ -76,3 +76,25 @@ def test_a_user_environment_trains_and_its_rewards_are_recorded(tmp_path):
     scored = trace[index % 8 != 1]
     assert set(scored["reward"]) <= {1.0, 0.125}  # the environment's rewards, as it gave them
     assert (out / "config.yaml").read_text().count(str(user)) == 1  # module_dir, for --resume
+    _trackers_hold_the_steps(out)
+
+
+def _trackers_hold_the_steps(out) -> None:
+    """runtime.loggers (issue 29, item 4): steps.csv's rows in TensorBoard and MLflow."""
+    import os
+
+    import pandas as pd
+    from mlflow.tracking import MlflowClient
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    steps = pd.read_csv(out / "steps.csv")
+    acc = EventAccumulator(str(out / "tensorboard"))
+    acc.Reload()
+    tb = acc.Scalars("reward_mean")
+    assert [e.step for e in tb] == list(steps["step"])
+    assert [e.value for e in tb] == pytest.approx(list(steps["reward_mean"]), rel=1e-6)
+    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    client = MlflowClient(tracking_uri=(out / "mlruns").as_uri())
+    (run,) = client.search_runs([client.get_experiment_by_name("laminar").experiment_id])
+    history = client.get_metric_history(run.info.run_id, "train_s")
+    assert sorted(m.step for m in history) == list(steps["step"])
