@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from laminar.config.base import Section
 from laminar.config.runtime_faults import FaultSpec, RuntimeFaultsConfig
@@ -141,7 +141,11 @@ class WarmupConfig(Section):
     """Short supervised warm-up so RL starts from a model that sometimes succeeds."""
 
     steps: int = Field(100, ge=0, le=1_000_000)
-    """Supervised steps before RL (count, 0..1e6); 0 skips the warm-up."""
+    """Supervised steps before RL (count, 0..1e6); 0 skips the warm-up. When not given: 100 for
+    the ``tiny`` model (a random init that must learn the task's format first), 0 for a
+    ``pretrained`` one (it needs no supervised warm-up). Rank 0 runs it on the whole model on
+    its host and broadcasts the result to the other ranks over the trainer's process group (no
+    file another machine would have to see): meant for small models."""
 
     batch: int = Field(64, ge=1, le=65536)
     """Sequences per supervised step (count, 1..65536)."""
@@ -150,8 +154,10 @@ class WarmupConfig(Section):
     """Peak AdamW learning rate of the warm-up (1/step, 0 < lr <= 1)."""
 
     cache_dir: str = Field("~/.cache/laminar/warmup", min_length=1, max_length=4096)
-    """Where warmed-up models are cached, keyed by a hash of model, task, warm-up and seed
-    (path, 1..4096 characters); an empty cache costs one warm-up."""
+    """Where warmed-up ``tiny`` models are cached on rank 0's machine, keyed by a hash of model,
+    task, warm-up and seed (path, 1..4096 characters); an empty cache costs one warm-up. Only
+    rank 0 reads it. A pretrained model's warm-up is never cached (its key would name the
+    directory, not the weights in it, and the file would be the whole model)."""
 
 
 class GrpoConfig(Section):
@@ -322,6 +328,13 @@ class RuntimeConfig(Section):
 
     grpo: GrpoConfig = Field(default_factory=GrpoConfig)
     """The RL objective."""
+
+    @model_validator(mode="after")
+    def _warmup_default_by_model(self) -> RuntimeConfig:
+        # ``warmup.steps`` not given: a pretrained model starts RL as it is
+        if self.model.type == "pretrained" and "steps" not in self.warmup.model_fields_set:
+            self.warmup.steps = 0
+        return self
 
     @property
     def engine_spin_effective_s(self) -> float:

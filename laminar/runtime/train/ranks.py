@@ -122,20 +122,18 @@ class TrainerRank:
         }
 
     def prepare(self) -> dict:
-        """Warm up (rank 0 trains or reads the cache; the others read what it wrote), then
-        shard the policy and the KL reference, and build the optimizer over the shards."""
+        """Warm up (rank 0 trains or reads its cache, then broadcasts the weights to the other
+        ranks: no rank reads a file of another machine), then shard the policy and the KL
+        reference, and build the optimizer over the shards."""
         import torch
-        import torch.distributed as dist
 
         from laminar.runtime.train.fsdp import shard
-        from laminar.runtime.train.warmup import warm_model
+        from laminar.runtime.train.warmup import share_warm_model, warm_model
 
         info: dict = {}
         if self.rank == 0:
             info = warm_model(self.model, self.codec, self.cfg)
-        dist.barrier()
-        if self.rank != 0 and self.cfg.runtime.warmup.steps > 0:
-            warm_model(self.model, self.codec, self.cfg)  # the cache rank 0 just wrote
+        share_warm_model(self.model, info, self.device)
         g = self.cfg.runtime.grpo
         if g.kl_coef > 0:  # the KL reference is the warm-up model, sharded like the policy
             self.ref_model = shard(copy.deepcopy(self.model), self.device, frozen=True)

@@ -3,7 +3,12 @@
 Warm-up prompts come from a separate stream of the task generator than RL prompts. The result is
 cached under ``runtime.warmup.cache_dir`` keyed by a hash of everything that determines it
 (model shape, task, warm-up settings, seed, max response length): both modes of a benchmark, and
-repeated runs, start from the very same weights without paying for the warm-up again.
+repeated runs, start from the very same weights without paying for the warm-up again. That
+cache is the tiny model's only, and only rank 0 reads it: the trainer's other ranks get rank 0's
+weights by a broadcast over their process group (:func:`share_warm_model`), so no rank depends
+on a file of another machine. A pretrained model skips the warm-up unless
+``runtime.warmup.steps`` asks for one; then rank 0 trains the whole model on its host (small
+models: the other ranks wait in the broadcast, within the process group's timeout).
 """
 
 from __future__ import annotations
@@ -96,13 +101,45 @@ def _teaches(cfg: LaminarConfig) -> bool:
 
 
 def warm_model(model: Any, codec: Any, cfg: LaminarConfig) -> dict:
-    """Warm ``model`` up in place, from the cache when it holds this configuration."""
+    """Warm ``model`` up in place, from the cache when it holds this configuration (the tiny
+    model only: a pretrained model's warm-up is run every time, and never written to disk)."""
+    if cfg.runtime.warmup.steps == 0 or not _teaches(cfg):
+        return {"warmup_s": 0.0, "warmup_cached": False, "warmup_loss": float("nan")}
+    if cfg.runtime.model.type != "tiny":
+        t = time.perf_counter()
+        loss = sft(model, codec, cfg)
+        return {"warmup_s": time.perf_counter() - t, "warmup_cached": False, "warmup_loss": loss}
+    return _warm_cached(model, codec, cfg)
+
+
+def share_warm_model(model: Any, info: dict, device: str) -> None:
+    """Every rank: rank 0's weights (``info``: what its :func:`warm_model` answered) to every
+    other rank, one tensor at a time over the default process group, when rank 0 warmed up or
+    read its cache; nothing otherwise. On cuda each tensor crosses through the device (NCCL)."""
+    import torch.distributed as dist
+
+    if dist.get_world_size() == 1:
+        return
+    flag = [bool(info.get("warmup_cached")) or info.get("warmup_s", 0.0) > 0.0]
+    dist.broadcast_object_list(flag, src=0)
+    if not flag[0]:
+        return
+    seen: set[int] = set()
+    for tensor in model.state_dict().values():
+        if tensor.data_ptr() in seen:  # tied: the same storage once
+            continue
+        seen.add(tensor.data_ptr())
+        buf = tensor.to(device)
+        dist.broadcast(buf, src=0)
+        if buf is not tensor:
+            tensor.copy_(buf)
+
+
+def _warm_cached(model: Any, codec: Any, cfg: LaminarConfig) -> dict:
     from safetensors.torch import load_file, save_file
 
     from laminar.runtime.train.export import tied_names
 
-    if cfg.runtime.warmup.steps == 0 or not _teaches(cfg):
-        return {"warmup_s": 0.0, "warmup_cached": False, "warmup_loss": float("nan")}
     path = Path(cfg.runtime.warmup.cache_dir).expanduser() / f"{warmup_key(cfg)}.safetensors"
     t = time.perf_counter()
     tied = tied_names(model)  # aliases of another tensor: safetensors stores each once
