@@ -323,6 +323,49 @@ def gpu_processes() -> int | None:
     return None
 
 
+class ShmWatch:
+    """Every /dev/shm file a process of this check maps, seen every ``every_s`` (a thread): at
+    the end, those still there that no live process maps are this check's leftovers (a vLLM
+    queue whose engine died without unlinking it), unlinked; nobody else's file is touched."""
+
+    def __init__(self, out: Path, every_s: float = 2.0):
+        import threading
+
+        self.out, self.every_s, self.seen = out, every_s, set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> ShmWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        from laminar.runtime.cluster.procfs import shm_files_of
+
+        while not self._stop.wait(self.every_s):
+            with contextlib.suppress(Exception):
+                for pid in marked_processes(self.out, None):
+                    self.seen |= shm_files_of(pid)
+
+    def leftovers(self) -> list[str]:
+        """Seen files still there that no live process maps: unlinked; returned."""
+        import psutil
+
+        from laminar.runtime.cluster.procfs import shm_files_of
+
+        left = {f for f in self.seen if os.path.exists(f)}
+        for pid in psutil.pids() if left else []:
+            left -= shm_files_of(pid)
+        for f in left:
+            with contextlib.suppress(OSError):
+                os.unlink(f)
+        return sorted(left)
+
+
 def run_part(name: str, args: argparse.Namespace, limit_s: float) -> dict:
     """Part ``name`` in a new session (its own process group), killed whole past ``limit_s``;
     then swept (:func:`sweep`). Returns its record: status, seconds, result, cleanup."""
@@ -499,10 +542,14 @@ def main(argv: list[str] | None = None) -> int:
     label = args.gpus[1] or f"cpu ({platform.processor() or platform.machine()}, dry run)"
     results: dict[str, Any] = {"machine": label, "dry_run": args.dry_run, "parts": {},
                                "checks": [], "decode": {}, "errors": {}}  # fmt: skip
+    watch = ShmWatch(out)
     try:
-        run_all(args, results)
+        with watch:
+            run_all(args, results)
     finally:
         results["final_sweep"] = sweep(out, None)  # Ctrl-C included: nothing stays
+        results["shm_seen"] = sorted(watch.seen)
+        results["final_sweep"]["shm_unlinked"] += watch.leftovers()
         results["parts"] = {k: results["parts"][k] for k in PART_LIMIT_S if k in results["parts"]}
     results["total_s"] = time.perf_counter() - args.t0
     _write_cost(results, label, out)
