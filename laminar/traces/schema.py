@@ -37,6 +37,7 @@ MEASURED_COLUMNS: dict[str, str] = {
     "consumed_version": "int64",  # trainer version that consumed it (-1: not consumed)
     "consumed_s": "float64",  # when the trainer consumed it (NaN: not consumed)
     "staleness": "int64",  # consumed_version - weight_version (-1: not consumed)
+    "reward": "float64",  # the trajectory's reward (the task's or environment's; runtime runs)
 }
 
 FINISH_REASONS = ("stop", "length")
@@ -54,7 +55,7 @@ ALL_COLUMNS: dict[str, str] = {
 GROUP_COLUMNS = ("step", "prompt_id", "sample_index")
 
 # Columns whose values may be missing (NaN / empty): measured ones that a run may not reach.
-NULLABLE_COLUMNS = frozenset({"gen_start_s", "gen_end_s", "consumed_s", "replica_id"})
+NULLABLE_COLUMNS = frozenset({"gen_start_s", "gen_end_s", "consumed_s", "replica_id", "reward"})
 
 # Lower bounds of numeric columns (values below are errors). Versions and staleness use -1 for
 # "not consumed", so their floor is -1.

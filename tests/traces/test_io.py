@@ -26,6 +26,7 @@ def _with_measured(df: pd.DataFrame) -> pd.DataFrame:
     out["consumed_version"] = out["weight_version"] + 1
     out["consumed_s"] = np.where(np.arange(n) % 3 == 0, np.nan, 0.1 + 2.0**-40 * np.arange(n))
     out["staleness"] = out["consumed_version"] - out["weight_version"]
+    out["reward"] = np.where(np.arange(n) % 7 == 0, np.nan, rng.standard_normal(n) / 3.0)
     out["source_prompt_id"] = pd.array([f"id-{p:x}" for p in df["prompt_id"]], dtype="string")
     return out[[c for c in ALL_COLUMNS if c in out]]
 
@@ -87,8 +88,8 @@ def test_vidur_layout_jsonl_and_parquet(tmp_path):
 
 def test_extra_columns_are_ignored(tmp_path, math_trace):
     path = tmp_path / "t.csv"
-    math_trace.assign(reward=1.0).to_csv(path, index=False)
-    assert "reward" not in read_trace(path).columns
+    math_trace.assign(advantage=1.0).to_csv(path, index=False)  # not a schema column
+    assert "advantage" not in read_trace(path).columns
 
 
 def test_write_is_atomic_on_a_bad_frame(tmp_path, math_trace):
