@@ -37,7 +37,11 @@ MEASURED_COLUMNS: dict[str, str] = {
     "consumed_version": "int64",  # trainer version that consumed it (-1: not consumed)
     "consumed_s": "float64",  # when the trainer consumed it (NaN: not consumed)
     "staleness": "int64",  # consumed_version - weight_version (-1: not consumed)
-    "reward": "float64",  # the trajectory's reward (the task's or environment's; runtime runs)
+}
+
+# Optional, written by the runtime only (the simulator has no rewards).
+RUNTIME_COLUMNS: dict[str, str] = {
+    "reward": "float64",  # the trajectory's reward (the task's or environment's)
 }
 
 FINISH_REASONS = ("stop", "length")
@@ -48,6 +52,7 @@ ALL_COLUMNS: dict[str, str] = {
     **TOOL_COLUMNS,
     **SOURCE_COLUMNS,
     **MEASURED_COLUMNS,
+    **RUNTIME_COLUMNS,
 }
 
 # The columns that place a trajectory in its GRPO group. A trace without any of them (a serving
