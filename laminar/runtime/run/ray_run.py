@@ -14,6 +14,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -205,7 +206,33 @@ class RolloutActor(RolloutWorker):
         out["node_id"] = nodes.current_node()
         if self.run_id:  # for a reaper after this process is gone (nodes.record_engine_shm)
             nodes.record_engine_shm(self.run_id, self.replica_id, out["shm"])
+            self._keep_shm_note(set(out["shm"]))
         return out
+
+    def _keep_shm_note(self, known: set[str], every_s: float = 2.0) -> None:
+        """Keep the note current: the engine maps queues after its start too (the guardian
+        of a SIGKILLed driver found some the start-up note lacked). A daemon thread re-reads
+        the engine processes' maps and rewrites the note when the set grows."""
+        import threading
+
+        import psutil
+
+        from laminar.runtime.cluster.procfs import shm_files_of
+
+        def watch() -> None:
+            seen = set(known)
+            while True:
+                time.sleep(every_s)
+                now = set(seen)
+                with contextlib.suppress(psutil.Error, OSError):
+                    for child in psutil.Process().children(recursive=True):
+                        now |= shm_files_of(child.pid)
+                if now != seen:
+                    seen = now
+                    with contextlib.suppress(OSError):
+                        nodes.record_engine_shm(self.run_id, self.replica_id, sorted(seen))
+
+        threading.Thread(target=watch, name="shm-note", daemon=True).start()
 
     async def attach(self, weights: Any, pools: dict, t0_s: float, cpus: tuple = ()) -> None:
         """Join a job (see ``RolloutWorker.attach``), on the job's cores when given."""
