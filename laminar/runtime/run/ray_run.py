@@ -215,21 +215,16 @@ class RolloutActor(RolloutWorker):
         the engine processes' maps and rewrites the note when the set grows."""
         import threading
 
-        import psutil
-
-        from laminar.runtime.cluster.procfs import shm_files_of
+        from laminar.runtime.rollout.worker import engine_footprint
 
         def watch() -> None:
             seen = set(known)
             while True:
                 time.sleep(every_s)
-                now = set(seen)
-                with contextlib.suppress(psutil.Error, OSError):
-                    for child in psutil.Process().children(recursive=True):
-                        now |= shm_files_of(child.pid)
-                if now != seen:
-                    seen = now
-                    with contextlib.suppress(OSError):
+                with contextlib.suppress(Exception):  # a child exiting mid-read: next round
+                    now = seen | set(engine_footprint()["shm"])
+                    if now != seen:
+                        seen = now
                         nodes.record_engine_shm(self.run_id, self.replica_id, sorted(seen))
 
         threading.Thread(target=watch, name="shm-note", daemon=True).start()
