@@ -77,6 +77,7 @@ _FLOP_SQ = Range(0.0, 1e9, "attention FLOPs per squared length: <= 7.5e6 in the 
 _FLOP_RATE = Range(1e8, 1e17, "a trainer: 4.4e10 (one CPU core, calibrated) to 8.9e14 (B200)")
 _LINK = Range(1e6, 1e14, "a link: 6.7e7 (CPU shared memory, calibrated) to 9e11 (NVLink 5)")
 _BYTES = Range(0.0, 1e15, "weights: 2.1e6 (tiny-llama) to 2.7e12 (DeepSeek-V3 fp32)")
+_TOKEN_BYTES_WHY = "a token's activations over every layer: <= 2.7e7 bytes in the catalog"
 MAX_TRAIN_S_PER_TOKEN = 1.0
 """Most trainer seconds one GPU may take per token (train_flop_per_token / its FLOP rate):
 <= 8 ms in the catalog, 0.1 ms calibrated on a CPU core."""
@@ -137,6 +138,12 @@ OPTIONAL: dict[str, tuple[str, float, Range]] = {
     "train_sync_bytes": ("bytes", 0.0, _BYTES),
     # GPUs per machine: beyond it, the sync crosses NICs
     "machine_gpus": ("GPUs", 8.0, Range(1, 64, "cluster.gpus_per_machine's bound", whole=True)),
+    # activations a tensor-parallel group all-reduces per trained token (fwd + bwd)
+    "train_tp_bytes_per_token": ("bytes/token", 0.0, Range(0.0, 1e9, _TOKEN_BYTES_WHY)),
+    # token copies an expert-parallel group sends per trained token (fwd + bwd)
+    "train_ep_bytes_per_token": ("bytes/token", 0.0, Range(0.0, 1e9, _TOKEN_BYTES_WHY)),
+    # the routed experts' part of train_sync_bytes
+    "train_sync_routed_bytes": ("bytes", 0.0, _BYTES),
 }
 
 # The runtime block ``laminar calibrate`` writes: name -> range of each figure (of each entry,

@@ -11,6 +11,7 @@ from laminar.config.fault_checks import first_problem
 from laminar.config.policy import RelayConfig, RepackConfig
 from laminar.config.runtime import RuntimeConfig
 from laminar.config.sim import SimConfig
+from laminar.config.trainer import TrainerConfig
 from laminar.config.workload import WorkloadConfig
 
 
@@ -28,6 +29,9 @@ class LaminarConfig(Section):
 
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
     """Batch shape and response lengths."""
+
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+    """The trainer's parallel layout and its forward passes."""
 
     repack: RepackConfig = Field(default_factory=RepackConfig)
     """Dynamic repack (§5)."""

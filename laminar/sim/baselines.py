@@ -211,9 +211,7 @@ class Stream(GlobalSync):
             part = buffer.take(size)
             groups += part
             lens = [t.prompt_len + t.response_len for g in part for t in g.trajs]
-            train_s = cluster.cost.train_s(
-                lens, cluster.split.trainer_gpus, old_logprob=self.recomputes_old_logprob
-            )
+            train_s = cluster.train_step(lens, updates=1).total_s  # a mini-batch: one update
             total_s += train_s
             busy_until = _work_end(cluster, max(busy_until, env.now), train_s)
         self._trained = (busy_until, total_s)

@@ -18,6 +18,13 @@ from laminar.errors import ConfigError
 from laminar.sim.cost import CostModel
 from laminar.sim.decoder import Decoder
 from laminar.sim.faults import FaultInjector
+from laminar.sim.layout import (
+    StepTime,
+    TrainerLayout,
+    check_layout,
+    recomputes_old_logprob,
+    step_time,
+)
 from laminar.sim.manager import RolloutManager
 from laminar.sim.pools import ExperienceBuffer, PartialResponsePool, PromptPool
 from laminar.sim.relay import RelayChain
@@ -67,6 +74,8 @@ def check_setup(cfg: LaminarConfig, system: System, cost: CostModel) -> GpuSplit
             f"a {longest}-token trajectory does not fit one replica's KV cache "
             f"({cost.kv_capacity_tokens} tokens); raise model.rollout_tp",
         )
+    check_layout(TrainerLayout.of(cfg), split.trainer_gpus, experts=int(cost.moe_experts),
+                 layers=None)  # fmt: skip
     machines = len(split.rollout_machines)
     for i, e in enumerate(cfg.faults.events):
         if e.type != "trainer" and e.machine >= machines:
@@ -88,6 +97,8 @@ class Cluster:
         self.system = system
         self.cost = cost
         self.split = check_setup(cfg, system, cost)
+        self.layout = TrainerLayout.of(cfg)
+        self.recomputes_old_logprob = recomputes_old_logprob(cfg, system)
         w = cfg.workload
         self.batch_groups = system.batch_groups(self.split)
         self.prompts = PromptPool(workload, w.max_prompt_len, w.max_response_len)
@@ -123,6 +134,15 @@ class Cluster:
     def _mean_group_size(self) -> float:
         p = self.prompts
         return len(p.prompt_len) / len(p.group_start)
+
+    def train_step(self, seq_lens: list[int], updates: int | None = None) -> StepTime:
+        """Seconds of one training step on ``seq_lens`` on the trainer's GPUs and layout
+        (``laminar.sim.layout``), with this system's old-log-prob and reference passes."""
+        return step_time(
+            self.cost, self.layout, seq_lens, self.split.trainer_gpus,
+            old_logprob=self.recomputes_old_logprob, reference=self.cfg.trainer.reference,
+            updates=updates,
+        )  # fmt: skip
 
     # Called by components ------------------------------------------------------------------
 

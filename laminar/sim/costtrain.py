@@ -43,7 +43,7 @@ def derive_train(put, hw: HardwareSpec, m: ModelSpec, dtype: str) -> None:
         "loss recomputes too); charged by systems that recompute",
     )
     put("logprob_flop_per_token_sq", attn, "FLOP/token^2", "its causal attention, one forward")
-    mfu = train_mfu(hw.arch, m.active_params)
+    mfu = train_mfu(hw.arch, m.active_params, moe=m.is_moe)
     put(
         "train_flop_per_s_per_gpu",
         hw["bf16_flops"] * mfu.value,
@@ -56,6 +56,36 @@ def derive_train(put, hw: HardwareSpec, m: ModelSpec, dtype: str) -> None:
         "bytes",
         f"{dtype} gradients of all {m.total_params / 1e9:.4g}B params, all-reduced once a step "
         "(reduce-scatter + all-gather; the per-micro-batch traffic overlaps compute)",
+    )
+    derive_layout(put, m, dtype)
+
+
+def derive_layout(put, m: ModelSpec, dtype: str) -> None:
+    """What the trainer's parallel layout moves (``laminar.sim.layout``): the activations a
+    tensor-parallel group all-reduces, the tokens an expert-parallel group sends, the routed
+    experts' share of the gradients."""
+    nbytes = BYTES_PER_DTYPE[dtype]
+    put(
+        "train_tp_bytes_per_token",
+        4 * m.layers * m.hidden * nbytes,
+        "bytes/token",
+        f"4 all-reduces a layer (2 forward, 2 backward; Shoeybi et al. 2019, Megatron-LM 3) of a "
+        f"token's {m.hidden}-wide {dtype} activation x {m.layers} layers",
+    )
+    put(
+        "train_ep_bytes_per_token",
+        4 * m.moe_layers * m.experts_per_token * m.hidden * nbytes,
+        "bytes/token",
+        f"4 all-to-alls an MoE layer (dispatch + combine, forward and backward) of a token's "
+        f"{m.experts_per_token} routed copies, {m.hidden}-wide {dtype}, x {m.moe_layers} MoE "
+        "layers",
+    )
+    put(
+        "train_sync_routed_bytes",
+        m.routed_params * nbytes,
+        "bytes",
+        f"{dtype} gradients of the {m.routed_params / 1e9:.4g}B routed-expert params (part of "
+        "train_sync_bytes), synchronised over the expert-data-parallel GPUs only",
     )
 
 

@@ -8,10 +8,10 @@ means over the measured window (``<stage>_mean``). Beside verl's log keys:
 - ``gen_s`` (verl ``timing_s/gen``; its one-step-off-policy recipe: ``timing_s/wait_prev_gen``):
   trainer seconds spent waiting for generation;
 - ``old_logprob_s`` (``timing_s/old_log_prob``): the old policy's log-prob forward, charged by
-  systems that recompute it (``System.recomputes_old_logprob``); 0 otherwise;
-- ``ref_s`` (``timing_s/ref``): the reference policy's forward. The cost model charges none
-  yet (no KL term is simulated), so it is 0 for every system; the column keeps the layout of
-  the logs it is compared with;
+  systems that recompute it (``System.recomputes_old_logprob``, ``trainer.old_logprob``); 0
+  otherwise;
+- ``ref_s`` (``timing_s/ref``): the reference policy's forward, charged when
+  ``trainer.reference`` is set (a KL term to the reference model); 0 otherwise;
 - ``update_s`` (``timing_s/update_actor``): forward + backward and the gradient all-reduce —
   everything ``train_s`` holds besides the two forwards above (in the runtime setting also its
   fixed per-step cost and the micro-batches' padding);
@@ -51,10 +51,8 @@ def step_stages(
     asked_s, start_s, trained_s, end_s = times
     system = cluster.system
     gen_s, sync_s = system.trainer_waits(cluster, start_s - asked_s, end_s - trained_s)
-    logprob_s = 0.0
-    if system.recomputes_old_logprob:
-        logprob_s = cluster.cost.logprob_s(seq_lens, cluster.split.trainer_gpus)
-    ref_s = 0.0  # no reference forward is charged (module docstring)
+    passes = cluster.train_step(seq_lens)
+    logprob_s, ref_s = passes.logprob_s, passes.ref_s
     return {
         "step_time_s": end_s - asked_s,
         "gen_s": gen_s,

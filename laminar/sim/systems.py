@@ -82,6 +82,9 @@ class System:
     # The trainer recomputes the old policy's log-probs with one more forward before the
     # update: Laminar's trainer is verl's (§7), whose actor runs compute_log_prob every step;
     # the verl-based baselines do the same; AReaL's decoupled loss recomputes them too.
+    # ``trainer.old_logprob`` overrides it per run (``laminar.sim.layout``): verl's fully async
+    # recipe with use_rollout_log_probs reuses the engine's (docs/advance/fully_async.md: its
+    # old_log_prob column is empty).
     recomputes_old_logprob: ClassVar[bool] = True
 
     def __init__(self, cfg: LaminarConfig):
@@ -168,9 +171,7 @@ class System:
         """Train one step on ``groups`` (``seq_lens``: their trajectories' tokens); returns the
         training seconds. Faults that take the trainer down (``laminar.sim.faults``) restart
         the step from its checkpoint."""
-        train_s = cluster.cost.train_s(
-            seq_lens, cluster.split.trainer_gpus, old_logprob=self.recomputes_old_logprob
-        )
+        train_s = cluster.train_step(seq_lens).total_s
         yield from cluster.trainer_work(train_s)
         return train_s
 

@@ -5,7 +5,9 @@ model size and sequence length. For a model of N active parameters on an archite
 MFU is interpolated in log N between the runs of that architecture (mean of the runs at the
 same size), clamped at the ends; only runs with sequences up to ``MAX_SEQ_LEN`` tokens count,
 as RL trajectories are a few to tens of thousands of tokens. An architecture with no
-published run borrows the Hopper runs, and says so (basis ``assumed``).
+published run borrows the Hopper runs, and says so (basis ``assumed``). MoE models take the
+MoE runs (``"moe": true``: grouped-GEMM experts, token dispatch), dense models the dense ones:
+an MoE trainer does not reach a dense model's MFU on its active parameters.
 """
 
 from __future__ import annotations
@@ -26,9 +28,12 @@ def _runs() -> list[dict]:
     return json.loads(text)["runs"]
 
 
-def train_mfu(arch: str, active_params: float) -> Fact:
-    """The MFU a trainer of ``active_params`` reaches on ``arch``, with its sources."""
-    runs = [r for r in _runs() if r["seq_len"] <= MAX_SEQ_LEN]
+def train_mfu(arch: str, active_params: float, *, moe: bool = False) -> Fact:
+    """The MFU a trainer of ``active_params`` reaches on ``arch``, with its sources; ``moe``:
+    of an MoE model (the MoE runs)."""
+    runs = [
+        r for r in _runs() if r["seq_len"] <= MAX_SEQ_LEN and bool(r.get("moe", False)) == moe
+    ]
     mine = [r for r in runs if r["arch"] == arch]
     basis = "calibrated"
     if not mine:
@@ -39,8 +44,9 @@ def train_mfu(arch: str, active_params: float) -> Fact:
     points = sorted((n, sum(v) / len(v)) for n, v in by_size.items())
     mfu = _interp_log(points, active_params)
     how = ", ".join(f"{n / 1e9:.3g}B: {m:.3f}" for n, m in points)
+    kind = "MoE " if moe else ""
     where = (
-        f"published {mine[0]['arch']} training runs ({how}), interpolated in log params; "
+        f"published {mine[0]['arch']} {kind}training runs ({how}), interpolated in log params; "
         "sources in laminar/data/train_mfu.json"
     )
     if basis == "assumed":
