@@ -167,22 +167,25 @@ def _derive_decode(put, hw, m: ModelSpec, weights, tp, ep, fp8, gpm) -> None:
     peak = hw.peak_flops(fp8)
     f_eff = hw.facts["decode_flops_efficiency"]
     allreduce = 0.0 if tp == 1 else 2 * m.layers * hw["tp_allreduce_s"]
+    x_base, x_per_seq, x_why = _tp_across_machines(hw, m, tp, gpm)
     a2a_base, a2a_per_seq, link = _alltoall(hw, m, tp, ep, gpm)
     put(
         "decode_base_s",
-        dense / tp / (hbm * w_eff.value) + allreduce + a2a_base,
+        dense / tp / (hbm * w_eff.value) + allreduce + x_base + a2a_base,
         "s",
         f"dense weights/tp / (hbm {hbm:.3g} B/s x {w_eff.value} [{w_eff.cite()}]) + "
         f"{'2 x layers x tp_allreduce_s' if tp > 1 else 'no TP all-reduce at tp=1'}"
+        + x_why
         + (f" + 2 x moe_layers x alltoall_startup_s (EP {ep})" if ep > 1 else ""),
     )
     put(
         "decode_per_seq_s",
-        m.linear_flop_per_token / (tp * ep) / (peak * f_eff.value) + a2a_per_seq,
+        m.linear_flop_per_token / (tp * ep) / (peak * f_eff.value) + a2a_per_seq + x_per_seq,
         "s/sequence",
         f"2 x active params ({m.active_params / 1e9:.4g}B, embeddings excepted) / (tp x ep) "
         f"FLOP / (peak {peak:.4g} FLOP/s x {f_eff.value} [{f_eff.cite()}])"
-        + (f" + all-to-all of k x hidden x 2 B x 2 per MoE layer over {link}" if ep > 1 else ""),
+        + (f" + all-to-all of k x hidden x 2 B x 2 per MoE layer over {link}" if ep > 1 else "")
+        + (" + a sequence's share of the all-reduces over NICs" if x_per_seq else ""),
     )
     kv_bytes = m.kv_bytes_per_token(BYTES_PER_DTYPE[dtype], context)  # KV stays in dtype
     put(
@@ -204,6 +207,21 @@ def _derive_decode(put, hw, m: ModelSpec, weights, tp, ep, fp8, gpm) -> None:
     )
 
 
+def _tp_across_machines(hw, m: ModelSpec, tp, gpm) -> tuple[float, float, str]:
+    """(per-step latency, per-sequence seconds, why) a TP group spanning machines adds to each
+    forward: NCCL's hierarchical all-reduce, inside each machine over NVLink (the
+    ``tp_allreduce_s`` already charged) and across its tp/gpm machines in a ring, 2(n-1) RDMA
+    messages (``rdma_startup_s`` each) moving 2(n-1)/n of a token's hidden state (16-bit) through
+    each machine's NICs; two all-reduces a layer (Megatron TP). 0 inside one machine."""
+    n = tp // gpm if tp > gpm else 1
+    if n <= 1:
+        return 0.0, 0.0, ""
+    nic = hw.machine_nic_bytes_per_s * hw.facts["rdma_efficiency"].value
+    base = 2 * m.layers * 2 * (n - 1) * hw["rdma_startup_s"]
+    per_seq = 2 * m.layers * 2 * (n - 1) / n * m.hidden * 2 / nic
+    return base, per_seq, f" + 2 x layers x ring over {n} machines (2(n-1) x rdma_startup_s)"
+
+
 def _alltoall(hw, m: ModelSpec, tp, ep, gpm) -> tuple[float, float, str]:
     """(per-step latency, per-sequence seconds, link) of the EP all-to-alls of a decode step:
     dispatch and combine per MoE layer, each token's hidden state (16-bit) to k experts, the
@@ -223,16 +241,17 @@ def _derive_prefill(put, hw, m: ModelSpec, weights, tp, ep, fp8, gpm) -> None:
     eff = hw.facts["prefill_flops_efficiency"]
     peak = hw.peak_flops(fp8)
     allreduce = 0.0 if tp == 1 else 2 * m.layers * hw["tp_allreduce_s"]
+    x_base, x_per_token, _ = _tp_across_machines(hw, m, tp, gpm)
     put(
         "prefill_base_s",
-        all_bytes / (tp * ep) / (hbm * w_eff.value) + allreduce,
+        all_bytes / (tp * ep) / (hbm * w_eff.value) + allreduce + x_base,
         "s",
         "one pass over all weights (every expert) per prefill batch, as decode_base_s",
     )
     _, a2a_per_token, _ = _alltoall(hw, m, tp, ep, gpm)
     put(
         "prefill_per_token_s",
-        m.linear_flop_per_token / (tp * ep) / (peak * eff.value) + a2a_per_token,
+        m.linear_flop_per_token / (tp * ep) / (peak * eff.value) + a2a_per_token + x_per_token,
         "s/token",
         f"2 x active params / (tp x ep) FLOP / (peak x prefill_flops_efficiency {eff.value} "
         f"[{eff.cite()}])" + (" + the EP all-to-all bytes of a token, as decode" if ep > 1 else ""),

@@ -1,0 +1,226 @@
+"""Simulated beside published step times of open RL frameworks -> docs/validation.md.
+
+    PYTHONPATH=. python benchmarks/published.py [--rows benchmarks/published_rows.yaml]
+        [--out docs/validation.md] [--only ID_PREFIX]
+
+Every row of ``benchmarks/published_rows.yaml`` (a published step time, its source and its
+mapping onto the simulator as config overrides) is simulated, one system per run, and set beside
+the published figure: the ratio simulated/published, the median |ratio - 1| over all rows, and
+every ordering the sources publish (pairs of a group whose published times differ by more than
+5%: sync vs async, and along each scaling series) with whether the simulator agrees. Nothing is
+fitted: the rows only state what the sources state, plus the assumptions they name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from laminar.config import load_config  # noqa: E402
+from laminar.errors import ConfigError  # noqa: E402
+from laminar.sim import simulate  # noqa: E402
+
+GOAL = 0.20  # median |simulated / published - 1|
+ORDER_MARGIN = 0.05  # published times closer than this are not an ordering
+STAGES = ("gen_s", "old_logprob_s", "ref_s", "update_s", "weight_sync_s")
+
+
+@dataclass
+class Row:
+    """One published figure and its mapping."""
+
+    id: str
+    table: str
+    source: str
+    group: str
+    system: str
+    gpus: int
+    published_s: float
+    overrides: dict
+    simulated_s: float = float("nan")
+    stages: dict = field(default_factory=dict)
+    error: str = ""
+
+    @property
+    def ratio(self) -> float:
+        return self.simulated_s / self.published_s
+
+
+def load_rows(path: Path) -> tuple[list[Row], dict, list[dict], list[dict]]:
+    """(rows, sources, tables, skipped) of the rows file."""
+    data = yaml.safe_load(path.read_text())
+    rows: list[Row] = []
+    for t in data["tables"]:
+        for r in t["rows"]:
+            gpus = int(r.get("gpus", t["base"].get("cluster.gpus", 0)))
+            over = {**t["base"], **r.get("set", {}), "cluster.gpus": gpus,
+                    "sim.systems": f"[{r['system']}]"}  # fmt: skip
+            rows.append(Row(r["id"], t["name"], t["source"], r["group"], r["system"], gpus,
+                            float(r["published_s"]), over))  # fmt: skip
+    return rows, data["sources"], data["tables"], data.get("skipped", [])
+
+
+def _value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def run_row(row: Row) -> None:
+    """Simulate ``row`` in place (its step time and stage means, or the error)."""
+    try:
+        cfg = load_config(overrides=[f"{k}={_value(v)}" for k, v in row.overrides.items()])
+        result = simulate(cfg, summary_only=True)
+    except ConfigError as e:
+        row.error = str(e)
+        return
+    s = result.summary.iloc[0]
+    row.simulated_s = float(s["step_time_s_mean"])
+    row.stages = {k: float(s[f"{k}_mean"]) for k in STAGES}
+
+
+def orderings(rows: list[Row], tables: list[dict]) -> list[tuple[Row, Row, bool, str]]:
+    """(faster, slower, simulator agrees, kind) for every published ordering."""
+    by_id = {r.id: r for r in rows}
+    pairs: list[tuple[Row, Row, str]] = []
+    groups: dict[str, list[Row]] = {}
+    for r in rows:
+        groups.setdefault(r.group, []).append(r)
+    for members in groups.values():
+        for i, a in enumerate(members):
+            for b in members[i + 1 :]:
+                pairs.append((a, b, "sync vs async" if a.system != b.system else "same GPUs"))
+    for t in tables:
+        for series in t.get("scaling", []):
+            for x, y in itertools.pairwise(series):
+                if x in by_id and y in by_id:
+                    pairs.append((by_id[x], by_id[y], "scaling"))
+    out = []
+    for a, b, kind in pairs:
+        if abs(a.published_s / b.published_s - 1) <= ORDER_MARGIN:
+            continue
+        fast, slow = (a, b) if a.published_s < b.published_s else (b, a)
+        ok = fast.simulated_s < slow.simulated_s
+        out.append((fast, slow, ok, kind))
+    return out
+
+
+def scaling_gains(rows: list[Row], tables: list[dict]) -> list[tuple[Row, Row]]:
+    by_id = {r.id: r for r in rows}
+    return [
+        (by_id[x], by_id[y])
+        for t in tables
+        for series in t.get("scaling", [])
+        for x, y in itertools.pairwise(series)
+        if x in by_id and y in by_id
+    ]
+
+
+def render(rows, sources, tables, skipped, took_s: float) -> str:
+    done = [r for r in rows if not r.error]
+    errs = [abs(r.ratio - 1) for r in done]
+    median = statistics.median(errs) if errs else float("nan")
+    orders = orderings(done, tables)
+    right = sum(ok for *_, ok, _ in orders)
+    lines = [
+        "# Validation against published step times",
+        "",
+        "Generated by `python benchmarks/published.py` from `benchmarks/published_rows.yaml` "
+        "(every row's source, mapping and assumptions are there); do not edit by hand.",
+        "",
+        f"- rows simulated: {len(done)} of {len(rows)}"
+        + (f" ({len(rows) - len(done)} refused, listed below)" if len(done) < len(rows) else ""),
+        f"- median |simulated/published - 1|: **{median:.1%}** (goal <= {GOAL:.0%}: "
+        f"{'met' if median <= GOAL else 'not met'})",
+        f"- published orderings right: **{right} of {len(orders)}** (pairs of a group more "
+        f"than {ORDER_MARGIN:.0%} apart, and scaling series)",
+        f"- simulated in {took_s:.0f} s",
+        "",
+        "## Rows",
+        "",
+        "Step time in seconds, the mean over the measured steps; stages are the simulated "
+        "means (generation wait, old log-probs, reference, update, weight sync).",
+        "",
+        "| id | system | GPUs | published s | simulated s | sim/pub | gen | old lp | ref | "
+        "update | sync |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    table = None
+    for r in rows:
+        if r.table != table:
+            table = r.table
+            lines.append(f"| **{table}** | | | | | | | | | | |")
+        if r.error:
+            lines.append(f"| {r.id} | {r.system} | {r.gpus} | {r.published_s:g} | refused | "
+                         "| | | | | |")  # fmt: skip
+            continue
+        st = " | ".join(f"{r.stages[k]:.1f}" for k in STAGES)
+        lines.append(f"| {r.id} | {r.system} | {r.gpus} | {r.published_s:g} | "
+                     f"{r.simulated_s:.1f} | {r.ratio:.2f} | {st} |")  # fmt: skip
+    lines += ["", "## Orderings", "", "| faster (published) | slower | kind | published | "
+              "simulated | right |", "|---|---|---|---:|---:|---|"]  # fmt: skip
+    for fast, slow, ok, kind in orders:
+        lines.append(
+            f"| {fast.id} | {slow.id} | {kind} | {fast.published_s / slow.published_s:.2f}x | "
+            f"{fast.simulated_s / slow.simulated_s:.2f}x | {'yes' if ok else '**no**'} |"
+        )
+    gains = scaling_gains(done, tables)
+    if gains:
+        lines += ["", "## Scaling", "", "Step-time gain from doubling the GPUs "
+                  "(time at the smaller count / time at the larger, -1).", "",
+                  "| from | to | published gain | simulated gain |",
+                  "|---|---|---:|---:|"]  # fmt: skip
+        for a, b in gains:
+            lines.append(f"| {a.id} | {b.id} | {a.published_s / b.published_s - 1:+.1%} | "
+                         f"{a.simulated_s / b.simulated_s - 1:+.1%} |")  # fmt: skip
+    misses = [r for r in done if abs(r.ratio - 1) > GOAL]
+    lines += ["", "## Rows outside 20%", ""]
+    lines += [f"- {r.id}: {r.ratio:.2f}x" for r in misses] or ["- none"]
+    refused = [r for r in rows if r.error]
+    if refused:
+        lines += ["", "## Refused by the simulator", ""]
+        lines += [f"- {r.id}: {r.error}" for r in refused]
+    lines += ["", "## Mapping assumptions, by table", ""]
+    for t in tables:
+        lines.append(f"- **{t['name']}** ({t['source']}): {' '.join(t['assumed'].split())}")
+    lines += ["", "## Sources", ""]
+    lines += [f"- `{k}`: {' '.join(v.split())}" for k, v in sources.items()]
+    lines += ["", "## Published tables not mapped", ""]
+    lines += [f"- {s['what']}: {' '.join(s['why'].split())}" for s in skipped]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", default=str(ROOT / "benchmarks" / "published_rows.yaml"))
+    ap.add_argument("--out", default=str(ROOT / "docs" / "validation.md"))
+    ap.add_argument("--only", default="", help="simulate only rows whose id starts so")
+    args = ap.parse_args(argv)
+    rows, sources, tables, skipped = load_rows(Path(args.rows))
+    if args.only:
+        rows = [r for r in rows if r.id.startswith(args.only)]
+    t0 = time.perf_counter()
+    for r in rows:
+        t = time.perf_counter()
+        run_row(r)
+        shown = f"{r.simulated_s:.1f} s ({r.ratio:.2f}x)" if not r.error else r.error[:200]
+        print(f"{r.id:24s} published {r.published_s:7.1f} s  simulated {shown}  "
+              f"[{time.perf_counter() - t:.0f} s]", flush=True)  # fmt: skip
+    text = render(rows, sources, tables, skipped, time.perf_counter() - t0)
+    Path(args.out).write_text(text)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
