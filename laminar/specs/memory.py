@@ -1,12 +1,12 @@
 """Does a configuration fit in GPU memory? Checked before anything is simulated.
 
-Trainer (FSDP, the trainer of verl and of the paper's systems): weights, gradients and Adam
-states, 16 bytes a parameter (fp32 master weights, fp32 gradients, fp32 m and v), sharded over
-the trainer's GPUs; plus, on every GPU, the layers FSDP gathers (this one and the prefetched
-next, in ``dtype``) and the activations of one micro-batch under full activation checkpointing
-(every layer's input kept, one layer's working set of 34·hidden bytes a token (Korthikanti et
-al. 2022, Table 2, flash attention), and the logits and their gradient, 2·2·vocab bytes a
-token). Sequence parallelism and CPU offload are not modelled.
+Trainer (FSDP, the trainer of verl and of the paper's systems):
+:func:`laminar.specs.trainmemory.trainer_memory`, the estimate the runtime's start-up check
+uses too — fp32 master weights, gradients and Adam states (16 bytes a parameter) sharded over
+the trainer's GPUs; plus, on every GPU, the groups FSDP gathers, the activations of one
+micro-batch under ``runtime.grpo.activation_checkpointing`` and the log-prob chunk
+(``runtime.grpo.logprob_chunk_tokens``), and the reserve. Sequence parallelism and CPU offload
+are not modelled.
 
 Rollout (vLLM): weights per GPU of a TP x EP replica (the dense part split by TP, routed
 experts by TP x EP), the reserve vLLM keeps back, and at least one longest trajectory of KV
@@ -134,18 +134,32 @@ def longest_trajectory_tokens(cfg: Any) -> int:
 
 def trainer_bytes(cfg: Any, spec: ModelSpec, hw: HardwareSpec) -> tuple[float, float]:
     """(sharded, per-GPU) trainer bytes: states to split over the GPUs, and what every GPU
-    holds whatever their number (gathered layers, one micro-batch's activations)."""
-    w = cfg.workload
-    nbytes = BYTES_PER_DTYPE[cfg.model.dtype]
-    tokens = max(cfg.sim.train_micro_batch_tokens, w.max_prompt_len + w.max_response_len)
-    per_token = (
-        spec.layers * spec.hidden * nbytes  # checkpointed layer inputs
-        + LAYER_WORKING_BYTES_PER_HIDDEN * spec.hidden  # the layer being recomputed
-        + 2 * 2 * spec.vocab  # logits and their gradient (16-bit)
+    holds whatever their number (gathered groups, one micro-batch's activations and log-prob
+    chunk, reserve), from :func:`laminar.specs.trainmemory.trainer_memory` — the estimate the
+    runtime's start-up check uses too."""
+    m = sim_trainer_memory(cfg, spec, hw)
+    return m.states, m.unsharded
+
+
+def sim_trainer_memory(cfg: Any, spec: ModelSpec, hw: HardwareSpec, **layout: int) -> Any:
+    """The simulated trainer's :class:`~laminar.specs.trainmemory.TrainerMemory` on one GPU
+    (``ranks=1``: divide ``states`` by the shard count): fp32 master weights, gradients and
+    Adam states, ``model.dtype`` compute, ``sim.train_micro_batch_tokens`` (at least one
+    longest trajectory), checkpointing and log-prob chunk of ``runtime.grpo``; ``layout``:
+    tp, pp, ep, cp."""
+    from laminar.specs.trainmemory import trainer_memory
+
+    w, g = cfg.workload, cfg.runtime.grpo
+    return trainer_memory(
+        spec,
+        tokens=max(cfg.sim.train_micro_batch_tokens, w.max_prompt_len + w.max_response_len),
+        checkpointing=g.activation_checkpointing,
+        logprob_chunk_tokens=g.logprob_chunk_tokens,
+        compute_bytes=BYTES_PER_DTYPE[cfg.model.dtype],
+        reference=g.kl_coef > 0,
+        reserve_bytes=hw["activation_reserve_bytes"],
+        **layout,
     )
-    layer_params = (spec.dense_params - spec.embedding_params - spec.head_params) / spec.layers
-    fixed = tokens * per_token + 2 * layer_params * nbytes + hw["activation_reserve_bytes"]
-    return spec.total_params * TRAIN_STATE_BYTES_PER_PARAM, fixed
 
 
 def decoupled_trainer_gpus(cluster: Any, replica_gpus: int) -> int:
