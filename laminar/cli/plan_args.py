@@ -55,7 +55,9 @@ def space_from_args(args: argparse.Namespace, base):
     repack = {"both": (True, False), "on": (True,), "off": (False,)}
     repacks = axis("repack.enabled", "--repack", repack.__getitem__, (base.repack.enabled,),
                    (True, False))  # fmt: skip
+    layouts = _layouts_arg(args, sets)
     space = SearchSpace(
+        trainer_layouts=layouts,
         gpus=gpus,
         systems=every if "all" in systems else systems,
         trainer_fractions=fractions,
@@ -69,6 +71,22 @@ def space_from_args(args: argparse.Namespace, base):
         if any(v < 1 for v in values):
             raise ConfigError("laminar plan", flag, "values must be positive")
     return space
+
+
+def _layouts_arg(args: argparse.Namespace, sets: dict[str, str]) -> tuple[str, ...]:
+    """``--trainer-layouts``: ``auto`` and/or ``TPxPPxEPxCP`` values (checked here); without
+    it, ``auto``, which keeps the base config's layout (any ``--set trainer.tp=...``) and tries
+    the others beside it."""
+    from laminar.plan.space import DEFAULT_LAYOUTS, parse_layout
+
+    given = getattr(args, "trainer_layouts", None)
+    if given is None:
+        return DEFAULT_LAYOUTS
+    values = tuple(_split(given, "--trainer-layouts"))
+    for v in values:
+        if v.lower() != "auto":
+            parse_layout(v)
+    return values
 
 
 def _axis(sets, key, flag, given, parse, from_base, default):

@@ -44,6 +44,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--tp", metavar="LIST", help="rollout TP degrees (default: 1,2,4,8)")
     g.add_argument("--max-batch", metavar="LIST", help="sim.max_batch values (default: "
                    "64,128,256)")  # fmt: skip
+    g.add_argument("--trainer-layouts", metavar="LIST",
+                   help="trainer layouts TPxPPxEPxCP (e.g. 1x1x8x1), or auto: the config's, "
+                   "data parallelism alone and, for MoE models, EP over a machine (default: "
+                   "auto)")  # fmt: skip
     g.add_argument("--repack", choices=("both", "on", "off"),
                    help="repack settings for systems that have it (default: both)")  # fmt: skip
     g.add_argument("--vary", metavar="KEY=V1,V2", action="append", default=[],

@@ -101,6 +101,7 @@ def _space(result: PlanResult) -> dict:
         "trainer_fractions": list(s.trainer_fractions),
         "rollout_tps": list(s.rollout_tps),
         "max_batches": list(s.max_batches),
+        "trainer_layouts": list(s.trainer_layouts),
         "repack": list(s.repack),
         "extra": {k: list(v) for k, v in s.extra.items()},
         "short_steps": o.short_steps,
@@ -120,12 +121,13 @@ def top_table(result: PlanResult, n: int = 10) -> str:
     sim = sim.sort_values(["_full", "train_tokens_per_s_per_gpu", "pid"],
                           ascending=[False, False, True]).head(n)  # fmt: skip
     cols = ["pid", "gpus", "system", "trainer_gpus", "rollout_tp", "max_batch", "repack",
-            "status", "train_tokens_per_s", "train_tokens_per_s_per_gpu", "staleness_mean",
-            "bottleneck"]  # fmt: skip
+            "trainer_layout", "status", "train_tokens_per_s", "train_tokens_per_s_per_gpu",
+            "staleness_mean", "bottleneck"]  # fmt: skip
     if "usd_per_million_tokens" in sim:
         cols.insert(-1, "usd_per_million_tokens")
     shown = sim[cols].rename(columns={
         "trainer_gpus": "train GPUs", "rollout_tp": "TP", "max_batch": "B",
+        "trainer_layout": "layout",
         "train_tokens_per_s": "tokens/s", "train_tokens_per_s_per_gpu": "tokens/s/GPU",
         "staleness_mean": "staleness", "usd_per_million_tokens": "USD/Mtok",
     })  # fmt: skip

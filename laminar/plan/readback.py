@@ -39,6 +39,10 @@ def settings(data: dict, extra_keys, cfg=None) -> dict[str, Any]:
         "rollout_tp": lookup(data, "model.rollout_tp"),
         "max_batch": lookup(data, "sim.max_batch"),
         "repack": str(repack).lower() if cls is not None and cls.uses_repack else "",
+        "trainer_layout": "x".join(
+            str(lookup(data, f"trainer.{k}") if lookup(data, f"trainer.{k}") is not MISSING else 1)
+            for k in ("tp", "pp", "ep", "cp")
+        ),
     }
     for key in extra_keys:
         row[key] = lookup(data, key)

@@ -11,9 +11,10 @@ token counts: generation seconds = response tokens / (replicas x b / t(b)), with
 trajectories a replica holds at once (bounded by ``sim.max_batch``, its share of the batch and
 its KV cache) and t(b) the decode step at half-generated length; a system that syncs weights
 globally also waits for the step's longest response at a batch of one. Training seconds =
-``cost.train_s`` on the trainer GPUs; the weight hand-over is one RDMA copy of the weights.
-A colocated system adds the three; a decoupled one overlaps generation with training. The
-estimate ranks points within one system and GPU count; it is not a prediction.
+``laminar.sim.layout.step_time`` on the trainer GPUs and their layout; the weight hand-over is
+one RDMA copy of the weights. A colocated system adds the three; a decoupled one overlaps
+generation with training. The estimate ranks points within one system and GPU count; it is not
+a prediction.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import pandas as pd
 
 from laminar.config import LaminarConfig
 from laminar.errors import ConfigError
+from laminar.sim.layout import TrainerLayout, recomputes_old_logprob, step_time
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,10 @@ def _estimate(cfg, stats: WorkloadStats, system, split, cost) -> tuple[float, st
     if system.weight_sync == "global":  # a round ends with its longest response
         tail = stats.step_longest_response * cost.decode_step_s(1, kv_per_traj)
         gen_s = max(gen_s, tail)
-    train_s = cost.train_s(stats.step_seq_lens, split.trainer_gpus)
+    train_s = step_time(
+        cost, TrainerLayout.of(cfg), stats.step_seq_lens, split.trainer_gpus,
+        old_logprob=recomputes_old_logprob(cfg, system), reference=cfg.trainer.reference,
+    ).total_s  # fmt: skip
     sync_s = cost.transfer_s(cost.weight_bytes, "rdma")
     parts = {"generation": gen_s, "training": train_s, "weight sync": sync_s}
     if system.colocated:

@@ -40,7 +40,7 @@ from laminar.plan.readback import canonical_split, settings
 from laminar.plan.screen import WorkloadStats, screen
 from laminar.plan.space import Point, SearchSpace, check_extra, enumerate_points, point_data
 
-SETTINGS = ("gpus", "system", "trainer_gpus", "rollout_tp", "max_batch", "repack")
+SETTINGS = ("gpus", "system", "trainer_gpus", "rollout_tp", "max_batch", "repack", "trainer_layout")
 
 
 @dataclass(frozen=True)

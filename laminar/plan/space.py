@@ -1,9 +1,13 @@
 """The search space of a plan: which configurations to try, as ``--set``-style overrides.
 
 A point is one configuration: GPU count x system x trainer split (whole machines) x rollout TP
-x max batch x repack, plus any extra dimension the user varies. Dimensions that a system does
-not read are not varied for it (a colocated system has no split, a system without repack has
-no repack switch), so no two points simulate the same thing.
+x max batch x repack x trainer layout (``trainer.tp/pp/ep/cp``), plus any extra dimension the
+user varies. The trainer layouts default to ``auto``: the base config's layout, data
+parallelism alone, and for an MoE model experts spread over one machine's GPUs (EP cuts the
+gradient synchronisation of the routed experts, ``laminar.sim.layout``); a layout that cannot be
+laid on a point's trainer GPUs, or does not fit their memory, is rejected by the screen.
+Dimensions that a system does not read are not varied for it (a colocated system has no split,
+a system without repack has no repack switch), so no two points simulate the same thing.
 
 The grid's own keys (:data:`GRID_KEYS`) are set by their axes only: an extra dimension that
 names one of them, a section holding one, or a field under one would override the axis after
@@ -25,6 +29,8 @@ from laminar.errors import ConfigError
 DEFAULT_FRACTIONS = (0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875)
 DEFAULT_TPS = (1, 2, 4, 8)
 DEFAULT_MAX_BATCHES = (64, 128, 256)
+DEFAULT_LAYOUTS = ("auto",)
+LAYOUT_KEYS = ("trainer.tp", "trainer.pp", "trainer.ep", "trainer.cp")
 
 GRID_KEYS = {
     "cluster.gpus": "--gpus",
@@ -33,6 +39,7 @@ GRID_KEYS = {
     "model.rollout_tp": "--tp",
     "sim.max_batch": "--max-batch",
     "repack.enabled": "--repack",
+    **{key: "--trainer-layouts" for key in LAYOUT_KEYS},
 }
 """Config keys every point sets, and the ``laminar plan`` flag of each axis."""
 
@@ -51,6 +58,8 @@ class SearchSpace:
     rollout_tps: tuple[int, ...] = DEFAULT_TPS
     max_batches: tuple[int, ...] = DEFAULT_MAX_BATCHES
     repack: tuple[bool, ...] = (True, False)
+    trainer_layouts: tuple[str, ...] = DEFAULT_LAYOUTS
+    """Trainer layouts, each ``TPxPPxEPxCP`` (e.g. ``2x1x8x1``) or ``auto`` (module doc)."""
     extra: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     """Further dimensions: dotted config key -> values (``--vary KEY=V1,V2``); never a grid
     key (:data:`GRID_KEYS`)."""
@@ -71,6 +80,7 @@ class Point:
     repack: bool | None  # None: the system has no repack
     extra: tuple[tuple[str, Any], ...]
     overrides: tuple[tuple[str, Any], ...]
+    trainer_layout: tuple[int, int, int, int] = (1, 1, 1, 1)  # tp, pp, ep, cp
 
 
 def grid_key_of(key: str) -> str | None:
@@ -126,7 +136,9 @@ def count_points(base: LaminarConfig, space: SearchSpace) -> int:
     systems = _systems(space)
     others = math.prod(len(v) for k, v in space.extra.items() if k != GPM_KEY)
     gpms = space.extra.get(GPM_KEY, (base.cluster.gpus_per_machine,))
-    base_n = len(space.rollout_tps) * len(space.max_batches) * others
+    base_n = (
+        len(space.rollout_tps) * len(space.max_batches) * others * len(trainer_layouts(base, space))
+    )
     if base_n == 0:
         return 0
     fractions = sorted(set(space.trainer_fractions))
@@ -152,6 +164,7 @@ def iter_points(base: LaminarConfig, space: SearchSpace) -> Iterator[Point]:
     check_extra(space)
     systems = _systems(space)
     extra_keys = sorted(space.extra)
+    layouts = trainer_layouts(base, space)
     pid = 0
     for gpus in space.gpus:
         for name, cls in systems.items():
@@ -160,10 +173,10 @@ def iter_points(base: LaminarConfig, space: SearchSpace) -> Iterator[Point]:
                 extra = tuple(zip(extra_keys, combo, strict=True))
                 gpm = _machine_size(dict(extra).get(GPM_KEY, base.cluster.gpus_per_machine), gpus)
                 splits = [None] if cls.colocated else _splits(gpus, gpm, space.trainer_fractions)
-                for trainer, tp, batch, repack in itertools.product(
-                    splits, space.rollout_tps, space.max_batches, repacks
+                for trainer, tp, batch, repack, layout in itertools.product(
+                    splits, space.rollout_tps, space.max_batches, repacks, layouts
                 ):
-                    yield _point(pid, gpus, name, trainer, tp, batch, repack, extra)
+                    yield _point(pid, gpus, name, trainer, tp, batch, repack, extra, layout)
                     pid += 1
 
 
@@ -172,10 +185,11 @@ def enumerate_points(base: LaminarConfig, space: SearchSpace) -> list[Point]:
     return list(iter_points(base, space))
 
 
-def _point(pid, gpus, name, trainer, tp, batch, repack, extra) -> Point:
+def _point(pid, gpus, name, trainer, tp, batch, repack, extra, layout) -> Point:
     ov: dict[str, Any] = dict(extra)  # first: the grid's own keys are set after them
     ov.update({"cluster.gpus": gpus, "sim.systems": [name], "model.rollout_tp": tp,
                "sim.max_batch": batch})  # fmt: skip
+    ov.update(zip(LAYOUT_KEYS, layout, strict=True))
     if trainer is not None:
         ov["cluster.trainer_fraction"] = trainer[1]
     if repack is not None:
@@ -190,7 +204,47 @@ def _point(pid, gpus, name, trainer, tp, batch, repack, extra) -> Point:
         repack=repack,
         extra=extra,
         overrides=tuple(ov.items()),
+        trainer_layout=layout,
     )
+
+
+def parse_layout(text: str) -> tuple[int, int, int, int]:
+    """``TPxPPxEPxCP`` as four degrees; :class:`ConfigError` naming ``--trainer-layouts``."""
+    parts = text.strip().lower().split("x")
+    try:
+        degrees = tuple(int(p) for p in parts)
+    except ValueError:
+        degrees = ()
+    if len(degrees) != 4 or any(not 1 <= d <= 1024 for d in degrees):
+        raise ConfigError("laminar plan", "--trainer-layouts", f"{text[:60]!r}: expected "
+                          "auto or TPxPPxEPxCP, four degrees 1..1024 (e.g. 1x1x8x1)")  # fmt: skip
+    return degrees  # type: ignore[return-value]
+
+
+def trainer_layouts(base: LaminarConfig, space: SearchSpace) -> list[tuple[int, int, int, int]]:
+    """The layouts every point is tried with: ``space.trainer_layouts`` with ``auto``
+    expanded (module doc), duplicates dropped, in order."""
+    out: list[tuple[int, int, int, int]] = []
+    for text in space.trainer_layouts:
+        if text.strip().lower() == "auto":
+            out += _auto_layouts(base)
+        else:
+            out.append(parse_layout(text))
+    return list(dict.fromkeys(out))
+
+
+def _auto_layouts(base: LaminarConfig) -> list[tuple[int, int, int, int]]:
+    t = base.trainer
+    found = [(t.tp, t.pp, t.ep, t.cp), (1, 1, 1, 1)]
+    try:
+        from laminar.specs.model import model_spec
+
+        spec = model_spec(base.model)
+    except ConfigError:  # a runtime model known only by its cost file
+        return found
+    if spec.is_moe:
+        found.append((1, 1, min(spec.experts, base.cluster.gpus_per_machine), 1))
+    return found
 
 
 def _units(gpus: int, gpm: int) -> tuple[int, int]:
