@@ -4,7 +4,8 @@ Feasibility: the config validates, passes the simulator's own setup checks
 (``laminar.sim.cluster.check_setup``: a replica's GPUs divide a machine, a replica and the
 trainer get GPUs, the longest trajectory fits a replica's KV cache, faults name existing
 machines), and fits in GPU memory (``laminar.specs.memory.check_fit``: trainer states and
-activations, rollout weights and a minimum KV cache).
+activations, rollout weights and a minimum KV cache; ``laminar.specs.layoutfit`` for a trainer
+laid out with TP/PP/EP/CP).
 
 Estimate, per training step, from the cost model (``laminar.sim.cost``) and the workload's
 token counts: generation seconds = response tokens / (replicas x b / t(b)), with b the
@@ -100,14 +101,14 @@ def _memory_fit(cfg: LaminarConfig, colocated: bool) -> str:
     """Why ``cfg`` does not fit in GPU memory (``laminar.specs.memory.check_fit``; '' when it
     fits). A colocated system trains on every GPU. A cost file of a model outside the catalog
     (a calibrated tiny model) has no model facts to check, as in ``laminar.sim.simulate``."""
-    from laminar.specs.memory import check_fit
+    from laminar.specs.layoutfit import fit_problem
     from laminar.specs.model import catalog_names
 
     m = cfg.model
     if cfg.sim.cost_file and not (m.spec or m.hf_config or m.name in catalog_names()):
         return ""
-    report = check_fit(cfg, trainer_gpus=cfg.cluster.gpus if colocated else None)
-    return "" if report.ok else f"memory: {report.reason}"
+    problem = fit_problem(cfg, trainer_gpus=cfg.cluster.gpus if colocated else None)
+    return "" if problem is None else f"memory: {problem.detail}"
 
 
 def _estimate(cfg, stats: WorkloadStats, system, split, cost) -> tuple[float, str]:

@@ -44,7 +44,7 @@ from laminar.sim.results import (
 )
 from laminar.sim.setting import resolve_setting
 from laminar.sim.steady import warmup_steps
-from laminar.specs.memory import require_fit
+from laminar.specs.layoutfit import require_fit_with_layout
 from laminar.specs.model import model_label
 
 
@@ -169,7 +169,7 @@ def _check_memory(config: LaminarConfig, systems) -> None:
     if config.sim.cost_file and not _model_known(config):
         return
     for colocated in sorted({s.colocated for s in systems}):
-        require_fit(config, trainer_gpus=config.cluster.gpus if colocated else None)
+        require_fit_with_layout(config, trainer_gpus=config.cluster.gpus if colocated else None)
 
 
 def _model_known(config: LaminarConfig) -> bool:
