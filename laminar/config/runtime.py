@@ -286,6 +286,19 @@ class RuntimeConfig(Section):
     from the warm-up model). The final policy is always saved in the run directory
     (``model/``)."""
 
+    keep_checkpoints: int = Field(2, ge=1, le=1_000_000)
+    """Run checkpoints kept (count, 1..1e6): the newest N of ``checkpoints/`` (and of their
+    trainer states under ``storage``), older ones are removed as each new one is complete."""
+
+    storage: str | None = Field(None, min_length=1, max_length=4096)
+    """Where trainer checkpoints and the final model are written (``docs/cluster.md``): an
+    absolute directory every machine of the cluster sees at that path (a shared filesystem;
+    checked at start: each machine writes a probe file there and the driver reads them all
+    back), or None (default): the trainer's machines write them to their own scratch and they
+    travel to the driver's run directory through Ray, in bounded chunks
+    (``laminar/runtime/run/storage.py``). A local Ray (no ``address``) is one machine: there
+    the trainer writes into the run directory itself."""
+
     step_timeout_s: float = Field(1800.0, gt=0.0, le=86400.0)
     """A trainer step that takes longer than this fails the run with an error instead of
     hanging (seconds, 0 < s <= 86400)."""
@@ -350,6 +363,14 @@ class RuntimeConfig(Section):
             cpu_binds=self.cpu_binds,
             trainer_cpus=self.trainer_cpus,
         )
+
+    @field_validator("storage")
+    @classmethod
+    def _storage_absolute(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise ValueError(f"{value[:80]!r}: expected an absolute path (every machine "
+                             "resolves it on its own filesystem)")  # fmt: skip
+        return value
 
     @field_validator("address")
     @classmethod

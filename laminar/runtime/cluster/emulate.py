@@ -10,7 +10,13 @@ Each machine is a Ray node started with ``ray.cluster_utils.Cluster`` and has, l
   ``LAMINAR_SHM_ROOT`` / ``LAMINAR_SCRATCH_ROOT`` / ``TMPDIR`` in its raylet's environment,
   inherited by every worker process it starts. :mod:`laminar.runtime.cluster.nodes` derives a run's
   node-local directories from them, so two "machines" never share a path by accident, and a
-  path derived on the driver (or on another machine) is visibly wrong.
+  path derived on the driver (or on another machine) is visibly wrong;
+- with ``own_filesystems`` (default), no access to another machine's files: every Python process
+  of a machine refuses to open, list, create, rename or remove anything under another machine's
+  root or the driver's (``driver_root``, ``<root>/driver``: where a test puts the run directory
+  of a driver that shares no filesystem with the machines), with ``PermissionError`` naming the
+  machine (:mod:`laminar.runtime.cluster.fsguard`, installed as ``sitecustomize``). A path
+  used on the wrong machine fails there, as it would on a real cluster.
 
 Machine ``m0`` is the head node (Ray's GCS lives there, as on a real cluster); the driver that
 created the cluster is on no machine in particular but shares the host. ``kill(name)`` removes a
@@ -40,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from laminar.runtime.cluster import fsguard
 from laminar.runtime.cluster.nodes import SCRATCH_ROOT_ENV, SHM_ROOT_ENV
 from laminar.runtime.cluster.procfs import shm_files_of
 
@@ -94,6 +101,8 @@ class EmulatedCluster:
     gpus_per_machine: int = 4
     cpus_per_machine: int = 2
     object_store_bytes: int = 100 * 1024**2
+    own_filesystems: bool = True
+    """Each machine's processes refuse other machines' (and the driver's) files (``fsguard``)."""
     nodes: dict[str, Machine] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -112,6 +121,11 @@ class EmulatedCluster:
         from ray.cluster_utils import Cluster
 
         (self.root / "ray").mkdir()
+        self.driver_root.mkdir()
+        hooks = self.root / "pyhooks"
+        hooks.mkdir()
+        source = Path(fsguard.__file__).read_text()
+        (hooks / "sitecustomize.py").write_text(f"{source}\n\ninstall_from_env()\n")
         # Ray writes the cluster's address under $RAY_TMPDIR/ray; keep it out of /tmp/ray so
         # no one else's `ray.init("auto")` joins this cluster by accident.
         self._set_env({**_QUIET_ENV, "RAY_TMPDIR": str(self.root)})
@@ -132,6 +146,12 @@ class EmulatedCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+    @property
+    def driver_root(self) -> Path:
+        """Files of the driver alone: no machine's process may touch them (``own_filesystems``);
+        a run directory here is one the machines do not share."""
+        return self.root / "driver"
 
     @property
     def address(self) -> str:
@@ -174,6 +194,8 @@ class EmulatedCluster:
             name = f"m{self._started}"  # never reuses a dead machine's name
         if name in self.nodes:
             raise ValueError(f"machine {name!r} exists")
+        if name in ("driver", *fsguard.SHARED):
+            raise ValueError(f"{name!r} names a shared root, not a machine")
         node = self._cluster.add_node(**self._node_args(name, gpus=gpus, cpus=cpus))
         return self._remember(name, node, gpus=gpus, cpus=cpus)
 
@@ -216,6 +238,12 @@ class EmulatedCluster:
         root = self.root / name
         for sub in ("shm", "tmp"):
             (root / sub).mkdir(parents=True, exist_ok=True)
+        guard = {}
+        if self.own_filesystems:
+            path = os.pathsep.join(p for p in (str(self.root / "pyhooks"),
+                                               os.environ.get("PYTHONPATH", "")) if p)  # fmt: skip
+            guard = {"PYTHONPATH": path, fsguard.ROOT_ENV: str(self.root),
+                     fsguard.MACHINE_ENV: name}  # fmt: skip
         return dict(
             num_cpus=self.cpus_per_machine if cpus is None else cpus,
             num_gpus=self.gpus_per_machine if gpus is None else gpus,
@@ -228,6 +256,7 @@ class EmulatedCluster:
                 SHM_ROOT_ENV: str(root / "shm"),
                 SCRATCH_ROOT_ENV: str(root / "tmp"),
                 "TMPDIR": str(root / "tmp"),
+                **guard,
             },
             **extra,
         )

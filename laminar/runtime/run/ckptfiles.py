@@ -46,6 +46,18 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     return d
 
 
+def trainer_state(d: Path, meta: dict) -> str:
+    """Where the checkpoint ``d``'s trainer state is: ``d/trainer``, or the directory under
+    ``runtime.storage`` its ``meta.json`` names (``trainer_dir``, an absolute path)."""
+    where = meta.get("trainer_dir")
+    if where is None:
+        return str(d / "trainer")
+    if not isinstance(where, str) or not where.startswith("/") or "\0" in where:
+        raise file_error(d / "meta.json", f"trainer_dir: expected an absolute path, got "
+                         f"{where!r:.60}")  # fmt: skip
+    return where
+
+
 def write_pools(d: Path, pools: dict) -> str:
     """Write the pools' state into the checkpoint directory ``d``; return its SHA-256."""
     raw = json.dumps(encode_pools(pools), separators=(",", ":"), default=_plain).encode()

@@ -25,6 +25,7 @@ from laminar.runtime.rollout.node import NodeSetup
 from laminar.runtime.run import loops, ray_run
 from laminar.runtime.run.inputs import check_inputs
 from laminar.runtime.run.resume import ResumeState, RunLog, orphans_to_resume
+from laminar.runtime.run.storage import Storage
 from laminar.runtime.train.group import in_bundle, placement_group_for
 from laminar.runtime.train.trainer import Trainer
 
@@ -56,6 +57,8 @@ class Actors:
     """The emulated machines (Ray nodes) when the run has several."""
     placement: Any = None
     """Where the rollouts run (``laminar.runtime.cluster.replicas.ReplicaPlacement``)."""
+    storage: Storage | None = None
+    """Where checkpoints and the final model go (``laminar.runtime.run.storage``)."""
 
     def live(self) -> dict[str, Any]:
         """Rollouts not known to be dead."""
@@ -281,8 +284,6 @@ def train(
     live run directory (steps, faults and checkpoints as they happen); ``resume``: go on from
     its newest checkpoint (``laminar.runtime.run.resume``).
     """
-    import ray
-
     check_inputs(cfg)
     prior = resume.meta if resume is not None else {}
     t0 = time.time() - float(prior.get("elapsed_s", 0.0))  # a resumed run continues the clock
@@ -294,9 +295,14 @@ def train(
     with ray_run.ray_session(cfg, verbose=verbose, run_dir=run_dir) as dirs, ExitStack() as stack:
         if run_dir is not None:
             sessions.reap_nodes(run_dir, stale, reaped)
+        # runtime.storage: a shared path is checked on every machine before anything starts
+        storage = Storage.for_run(cfg, dirs.node_path("storage", root="scratch"), run_dir)
+        if log is not None:
+            log.storage = storage
         probe = SpeedProbe(cfg.runtime.speed_probe_s, dirs.tmp).start()
         stack.callback(probe.stop, t0)  # a failed run still ends its probe
         actors = launch(cfg, dirs, t0, stack)
+        actors.storage = storage
         actors.info["faults"] = list(prior.get("faults", []))
         actors.info["prior_wall_s"] = float(prior.get("wall_s", 0.0))
         actors.info["prior_events"] = list(prior.get("events", []))
@@ -327,8 +333,8 @@ def train(
         last = loops.evaluate(actors, cfg)
         result = loops.collect(actors)
         result["manager"]["events"] = actors.info.pop("prior_events") + result["manager"]["events"]
-        if model_out is not None:
-            ray.get(actors.trainer.save_model.remote(model_out))
+        if model_out is not None:  # on this machine, whatever machines the trainer is on
+            storage.save_model(actors.trainer, model_out)
     result.update(steps=rows, wall_s=wall_s, setup_s=setup_s, info=actors.info, run_id=dirs.run_id)
     result.update(speed_probe=speed)
     result.update(eval_first=first, eval_last=last)
@@ -362,7 +368,9 @@ def restore(a: Actors, cfg: LaminarConfig, state: ResumeState) -> int:
     """Trainer and pools from a checkpoint; returns the first step to run."""
     import ray
 
-    version = ray.get(a.trainer.resume.remote(a.weights, state.trainer_checkpoint))
+    storage = a.storage if a.storage is not None else Storage("local")
+    with storage.staged(a.trainer, state.trainer_checkpoint) as path:
+        version = ray.get(a.trainer.resume.remote(a.weights, path))
     ray.get(a.trainer.publish.remote())  # the rollouts load the checkpoint's weights
     pools = state.pools
     finished = {r["traj"].traj_id for r in pools["buffer"]["rows"]}

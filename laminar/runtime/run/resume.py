@@ -3,11 +3,13 @@
 The directory grows as the run goes, so a crash, SIGTERM or Ctrl-C of the driver keeps
 everything up to the last step: ``config.yaml`` at the start, ``steps.csv`` and ``faults.json``
 after every step, and every ``runtime.checkpoint_every`` steps a checkpoint under
-``checkpoints/step-NNNNNN/``: the trainer's state (``trainer``), the pools' state
+``checkpoints/step-NNNNNN/``: the trainer's state (``trainer``, or under ``runtime.storage``:
+``meta.json`` names it, ``laminar.runtime.run.storage``), the pools' state
 (``pools.json``: prompts handed out, partial responses, finished experience consumed or not) and
 ``meta.json`` (step, version, run clock, events so far, the pools' SHA-256). A checkpoint
 directory appears whole (written hidden, then renamed) and ``checkpoints/LATEST`` names the
-newest one (``laminar.runtime.run.ckptfiles`` writes and reads these files).
+newest one (``laminar.runtime.run.ckptfiles`` writes and reads these files); the newest
+``runtime.keep_checkpoints`` are kept.
 
 ``laminar train --resume RUN_DIR`` reads the newest checkpoint back (:func:`load_resume`):
 steps after it are dropped and redone, the trainer continues from its state, in-progress
@@ -36,11 +38,10 @@ from laminar.runfiles.tables import RunDirError
 from laminar.runfiles.train import STEPS_NEED, read_steps
 from laminar.runtime.data.manager import as_ran
 from laminar.runtime.run import ckptfiles
-from laminar.runtime.run.ckptfiles import latest_checkpoint, read_meta, write_pools
+from laminar.runtime.run.ckptfiles import latest_checkpoint, read_meta, trainer_state, write_pools
 from laminar.runtime.run.previous import Previous
+from laminar.runtime.run.storage import Storage, prune_steps
 from laminar.staging import MARKER, marker_entries
-
-KEEP_CHECKPOINTS = 2
 
 
 @dataclass
@@ -71,6 +72,7 @@ class RunLog:
         self.keep = keep  # entries that were there and are not ours (a --force merge)
         self.previous = previous
         self.ckpt_root = self.out / "checkpoints"
+        self.storage = Storage("local")  # the run's (``driver.train`` sets it once Ray is up)
         self.pending = previous is None  # a resumed run: config and marker wait (started)
         if not self.pending:
             self.ckpt_root.mkdir(exist_ok=True)
@@ -148,25 +150,27 @@ class RunLog:
         tmp = self.ckpt_root / f".step-{step:06d}.{os.getpid()}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        version_ref = a.trainer.save_checkpoint.remote(str(tmp / "trainer"))
+        target = self.storage.trainer_target(step, tmp)
+        version_ref = a.trainer.save_checkpoint.remote(target)
         pools = read_pools(a)
         ray.get(version_ref)
+        where = self.storage.collect(a.trainer, target, tmp)
         digest = write_pools(tmp, pools)
-        meta = {**meta, "step": step, "pools_sha256": digest}
+        meta = {**meta, **where, "step": step, "pools_sha256": digest}
         (tmp / "meta.json").write_text(json.dumps(meta, default=str) + "\n")
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         _atomic(self.ckpt_root / "LATEST", lambda p: p.write_text(final.name + "\n"))
-        for old in sorted(self.ckpt_root.glob("step-*"))[:-KEEP_CHECKPOINTS]:
-            shutil.rmtree(old, ignore_errors=True)
+        prune_steps(self.ckpt_root, self.cfg.runtime.keep_checkpoints)
+        self.storage.prune([p.name for p in self.ckpt_root.glob("step-*")])
         return final
 
     def latest_trainer_checkpoint(self) -> str | None:
         try:
             d = latest_checkpoint(self.out)
+            return trainer_state(d, read_meta(d)) if d is not None else None
         except LaminarError:  # a LATEST that names nothing: no checkpoint to restart from
             return None
-        return str(d / "trainer") if d is not None else None
 
 
 def read_pools(a: Any) -> dict:
@@ -205,7 +209,7 @@ def load_resume(run_dir: str | Path) -> tuple[LaminarConfig, ResumeState]:
     if len(rows) != step + 1:
         raise RunDirError(f"{run_dir / 'steps.csv'}: holds {len(rows)} of the {step + 1} steps "
                           f"up to the checkpoint's (step {step})")  # fmt: skip
-    return cfg, ResumeState(step, str(d / "trainer"), pools, meta, rows)
+    return cfg, ResumeState(step, trainer_state(d, meta), pools, meta, rows)
 
 
 def orphans_to_resume(state: ResumeState, group_of: Any, n: int, max_tokens: int) -> list:

@@ -5,8 +5,10 @@ version, ``v0000000007/``: every rank writes its own shards there (DCP), rank 0 
 ``laminar-checkpoint.json`` (version, ranks) last. All of it goes into a hidden ``.tmp-v…``
 sibling first and appears with one rename, so a reader — a restarted trainer — sees whole
 checkpoints only; :func:`latest_checkpoint` picks the newest. DCP reshards on load, so a
-checkpoint taken with n ranks restores on m. Across machines the root must be on a filesystem
-every rank sees.
+checkpoint taken with n ranks restores on m. Across machines the root is on a filesystem every
+rank sees, or a :class:`~laminar.runtime.cluster.nodes.NodePath`: then each machine writes its
+ranks' shards into its own copy of the directory (no rename: the driver collects the machines'
+files into one checkpoint and makes it appear whole, ``laminar.runtime.run.storage``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import re
 import shutil
 from pathlib import Path
 from typing import Any
+
+from laminar.runtime.cluster.nodes import NodePath, local_path
 
 META_NAME = "laminar-checkpoint.json"
 KEEP = 2  # checkpoints kept under a root: the newest, and one in case the newest is being read
@@ -46,16 +50,28 @@ def latest_checkpoint(path: str | Path) -> Path | None:
     return found[-1][1] if found else None
 
 
-def save(model: Any, opt: Any, version: int, root: str | Path) -> str:
+def save(model: Any, opt: Any, version: int, root: str | Path | NodePath) -> str:
     """Collective: every rank calls it. Returns the committed checkpoint directory."""
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
-    root = Path(root)
+    per_machine = isinstance(root, NodePath)
+    root = local_path(root)
     final = root / f"v{version:010d}"
     tmp = root / f".tmp-v{version:010d}"
     lead = dist.get_rank() == 0
+    if per_machine:  # a fresh directory on each machine, collected by the driver
+        final.mkdir(parents=True, exist_ok=True)
+        dist.barrier()
+        model_sd, optim_sd = get_state_dict(model, opt)
+        dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(final))
+        dist.barrier()
+        if lead:
+            meta = {"version": version, "ranks": dist.get_world_size()}
+            (final / META_NAME).write_text(json.dumps(meta))
+        dist.barrier()
+        return str(final)
     if lead:
         root.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)  # a save that died half-way
@@ -74,13 +90,13 @@ def save(model: Any, opt: Any, version: int, root: str | Path) -> str:
     return str(final)
 
 
-def load(model: Any, opt: Any, path: str | Path) -> int:
+def load(model: Any, opt: Any, path: str | Path | NodePath) -> int:
     """Collective: restore model and optimizer from ``path`` (a checkpoint or a root holding
-    some); returns the checkpoint's version."""
+    some; a ``NodePath`` is this machine's copy); returns the checkpoint's version."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
-    found = latest_checkpoint(path)
+    found = latest_checkpoint(local_path(path))
     if found is None:
         raise FileNotFoundError(f"no complete trainer checkpoint at {path}")
     model_sd, optim_sd = get_state_dict(model, opt)

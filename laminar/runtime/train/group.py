@@ -67,6 +67,7 @@ class RankGroup:
             threads=where.trainer_threads(rt.trainer_threads),
         )
         nodes = ray.get([r.__ray_call__.remote(lambda self: _node()) for r in self.ranks])
+        self.nodes: list[str] = nodes  # each rank's machine (Ray node id), by rank
         # ranks on rank 0's machine write the version file directly; the others send buckets
         self.local = [h for h, n in zip(self.ranks, nodes, strict=True) if n == nodes[0]]
         self.remote = [h for h, n in zip(self.ranks, nodes, strict=True) if n != nodes[0]]

@@ -84,14 +84,19 @@ class Trainer:
         self.version = max(version, latest[0] if latest else version)
         return self.version
 
-    def save_model(self, out_dir: str) -> str:
+    def rank_nodes(self) -> list[str]:
+        """Each rank's machine (Ray node id), by rank: where its checkpoint shards are."""
+        return list(self.group.nodes)
+
+    def save_model(self, out_dir: Any) -> str:
         """The current policy as a Hugging Face model directory (weights, config, tokenizer),
-        written by the ranks like a published version (no rank gathers the model)."""
+        written by the ranks like a published version (no rank gathers the model).
+        ``out_dir``: a path on rank 0's machine (a ``NodePath`` is resolved there)."""
         import shutil
 
         from laminar.runtime.weights import ShmWeightStore, list_versions
 
-        out = Path(out_dir)
+        out = local_path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         base = Path(self._info["model_dir"])
         store = ShmWeightStore(out / ".export", (base / "config.json").read_text(), keep=1)
@@ -102,7 +107,7 @@ class Trainer:
         for f in base.iterdir():  # config, tokenizer, generation config: as the base has them
             if f.is_file() and not f.name.startswith("model.safetensors"):
                 shutil.copy2(f, out / f.name)
-        return out_dir
+        return str(out)
 
     def publish(self) -> float:
         """Hand the current weights to the weight path as ``self.version``; return the stall."""
@@ -166,12 +171,13 @@ class Trainer:
         parts = self.group.all("train_step", data, per_rank=lambda r: (plan[r],))
         return combine_metrics(parts, g.kl_coef)
 
-    def save_checkpoint(self, path: str) -> str:
+    def save_checkpoint(self, path: Any) -> str:
         """Model, optimizer and version under the checkpoint root ``path`` (one directory per
-        version, atomic; ``laminar.runtime.train.checkpoint``). Returns the checkpoint's path."""
+        version, atomic; ``laminar.runtime.train.checkpoint``; a ``NodePath``: each machine's
+        own, collected by the driver). Returns the checkpoint's path."""
         return self.group.all("save_checkpoint", path, self.version)[0]
 
-    def load_checkpoint(self, path: str) -> int:
+    def load_checkpoint(self, path: Any) -> int:
         """Restore a checkpoint (or the newest under a root); return its version."""
         self.version = self.group.all("load_checkpoint", path)[0]
         return self.version
