@@ -2,8 +2,9 @@
 (``runtime.model.type = pretrained``), the task file (``runtime.task.type = jsonl``) or
 environment (``python``: its module imports, its factory builds one) and the
 cost file (``sim.cost_file``: repack's step bound, ``laminar.costfile``); the cluster it joins
-(``runtime.address``). A bad one is a ``LaminarError`` naming the file (and
-line) or the setting: exit code 2."""
+(``runtime.address``); the trainer's memory against its devices (``laminar.specs.runfit``,
+as ``laminar config fit``). A bad one is a ``LaminarError`` naming the file (and line) or the
+setting: exit code 2."""
 
 from __future__ import annotations
 
@@ -42,6 +43,10 @@ def check_inputs(cfg: Any) -> None:
         from laminar.runtime.envs.load import load_env
 
         load_env(rt.task, cfg.seed)
+    # the trainer fits its devices: the check and message of `laminar config fit`
+    from laminar.specs.runfit import require_runtime_fit
+
+    require_runtime_fit(cfg)
 
 
 def check_cluster(cfg: Any) -> None:

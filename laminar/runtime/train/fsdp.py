@@ -38,8 +38,9 @@ def shard(model: Any, device: str, *, frozen: bool = False, checkpointing: bool 
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    # fp32 on the host; fully_shard moves each group's shards to the mesh's device as it
-    # shards it, so a GPU never holds the whole model
+    # fp32 master weights; fully_shard moves each group's shards to the mesh's device as it
+    # shards it, so a GPU never holds the whole model (a meta-device model stays on meta until
+    # ``shardload.materialize``)
     model.to(dtype=torch.float32)
     if frozen:
         model.requires_grad_(False)
@@ -54,8 +55,21 @@ def shard(model: Any, device: str, *, frozen: bool = False, checkpointing: bool 
         )
     for layer in decoder_layers(model):
         fully_shard(layer, **kwargs)
+    for group in own_groups(model):
+        fully_shard(group, **kwargs)
     fully_shard(model, **kwargs)
     return model
+
+
+def own_groups(model: Any) -> list[Any]:
+    """The input embedding and the output head as FSDP groups of their own when they are
+    separate tables (as torchtitan wraps them): only one is unsharded at a time, not both for
+    the whole step (``laminar.specs.trainmemory`` counts it so). A tied table stays in the
+    root group: the head uses it after the embedding's group would have resharded it."""
+    emb, head = model.get_input_embeddings(), model.get_output_embeddings()
+    if emb is None or head is None or head.weight is emb.weight:
+        return []
+    return [emb, head]
 
 
 def local_rows(param: Any) -> tuple[Any, int]:

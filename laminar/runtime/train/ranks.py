@@ -39,6 +39,17 @@ def rank_plan(lengths: list[int], ranks: int, max_tokens: int) -> list[list[list
     return plan
 
 
+def _local(t: Any) -> Any:
+    """This rank's part of a (sharded) tensor."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def _no_grad() -> Any:
+    import torch
+
+    return torch.no_grad()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("", 0))
@@ -105,11 +116,13 @@ class TrainerRank:
             if self.rank == 0:
                 tinymodel.save_model_dir(self.model, tinymodel.build_tokenizer(), base)
         else:
-            from laminar.runtime.models.pretrained import check_model_dir, load_model, saved_dtype
+            from laminar.runtime.models.pretrained import check_model_dir, saved_dtype
+            from laminar.runtime.train.shardload import empty_model
 
             base = Path(rt.model.path).expanduser()
             self.export_dtype = saved_dtype(check_model_dir(base))
-            self.model = load_model(base)
+            self.model = empty_model(base)  # on the meta device: prepare() loads each shard
+        self.base = base
         self.codec = make_codec(rt.model.type, str(base))
         return {
             "model_dir": str(base),
@@ -121,25 +134,63 @@ class TrainerRank:
             "weight_bytes": sum(e.nbytes for e in export_entries(self.model, self.export_dtype)),
         }
 
-    def prepare(self) -> dict:
-        """Warm up (rank 0 trains or reads its cache, then broadcasts the weights to the other
-        ranks: no rank reads a file of another machine), then shard the policy and the KL
-        reference, and build the optimizer over the shards."""
+    def prepare(self, resume: bool = False) -> dict:
+        """Shard the policy and the KL reference and build the optimizer over the shards.
+
+        The tiny model (built whole from a seed, tiny): rank 0 warms it up or reads its cache
+        and broadcasts the weights (no rank reads a file of another machine), then every rank
+        shards it. A pretrained model is sharded on the meta device and each rank reads its own
+        rows from the safetensors files (``train.shardload``): no rank holds the whole model;
+        its warm-up, when asked for, then runs sharded on every rank. ``resume``: a DCP
+        checkpoint will fill the shards, so the files are not read (unless a warm-up runs)."""
         import torch
 
         from laminar.runtime.train.fsdp import shard
         from laminar.runtime.train.warmup import share_warm_model, warm_model
 
-        info: dict = {}
-        if self.rank == 0:
-            info = warm_model(self.model, self.codec, self.cfg)
-        share_warm_model(self.model, info, self.device)
         g = self.cfg.runtime.grpo
-        if g.kl_coef > 0:  # the KL reference is the warm-up model, sharded like the policy
-            self.ref_model = shard(copy.deepcopy(self.model), self.device, frozen=True)
-        self.model = shard(self.model, self.device, checkpointing=g.activation_checkpointing)
+        if self.cfg.runtime.model.type != "tiny":
+            info = self._load_sharded(resume)
+        else:
+            info = {}
+            if self.rank == 0:
+                info = warm_model(self.model, self.codec, self.cfg)
+            share_warm_model(self.model, info, self.device)
+            if g.kl_coef > 0:  # the KL reference is the warm-up model, sharded like the policy
+                self.ref_model = shard(copy.deepcopy(self.model), self.device, frozen=True)
+            self.model = shard(self.model, self.device, checkpointing=g.activation_checkpointing)
         self.model.eval()
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=g.lr, weight_decay=0.0)
+        return info
+
+    def _load_sharded(self, resume: bool) -> dict:
+        """The pretrained policy (and KL reference) sharded from the meta device, each rank
+        reading its own rows; the warm-up, when asked for, on the shards."""
+        from laminar.runtime.train.fsdp import shard
+        from laminar.runtime.train.shardload import empty_model, load_shards, materialize
+        from laminar.runtime.train.warmup import warm_model
+
+        g = self.cfg.runtime.grpo
+        warms = self.cfg.runtime.warmup.steps > 0
+        self.model = shard(self.model, self.device, checkpointing=g.activation_checkpointing)
+        materialize(self.model, self.device)
+        info: dict = {}
+        if not resume or warms:
+            info["load"] = load_shards(self.model, self.base)
+        # every rank the same warm-up batches: FSDP averages equal gradients, the update is
+        # the one process's
+        info.update(warm_model(self.model, self.codec, self.cfg))
+        if g.kl_coef > 0:  # the reference: the model RL starts from, sharded the same way
+            self.ref_model = shard(empty_model(self.base), self.device, frozen=True)
+            materialize(self.ref_model, self.device)
+            if info.get("warmup_s", 0.0) > 0.0:  # same sharding: copy this rank's rows
+                with _no_grad():
+                    for mine, ref in zip(
+                        self.model.parameters(), self.ref_model.parameters(), strict=True
+                    ):
+                        _local(ref).copy_(_local(mine))
+            else:
+                load_shards(self.ref_model, self.base)
         return info
 
     def train_step(self, data: tuple[list, list[float]], plan: list[list[int]]) -> dict:

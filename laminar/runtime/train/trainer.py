@@ -62,13 +62,15 @@ class Trainer:
         info["publish_s"] = self.publish()
         return info
 
-    def _prepare(self, publisher: WeightPublisher) -> dict:
+    def _prepare(self, publisher: WeightPublisher, resume: bool = False) -> dict:
+        """``resume``: a checkpoint fills the shards next (a pretrained model's files are
+        then not read)."""
         import ray
 
         self.publisher = publisher
         ray.get(self.group.lead.attach.remote(publisher))
         if self._prepared is None:  # `--resume` resumes a trainer that has warmed up already
-            self._prepared = self.group.all("prepare")[0]
+            self._prepared = self.group.all("prepare", resume)[0]
         return dict(self._prepared)
 
     def resume(self, publisher: WeightPublisher, checkpoint: str | None) -> int:
@@ -77,7 +79,7 @@ class Trainer:
         Versions stay increasing: the dead trainer may have published past its checkpoint, so
         the next version follows the newest one published, not the checkpoint's.
         """
-        self._prepare(publisher)
+        self._prepare(publisher, resume=bool(checkpoint))
         # No checkpoint yet: the warm-up model (every update so far is lost, the run goes on).
         version = self.load_checkpoint(checkpoint) if checkpoint else self.version
         latest = publisher.latest() if hasattr(publisher, "latest") else None
