@@ -17,11 +17,13 @@ magnitude to spare either way, so what they refuse is a unit slip (ms for s, GB 
 sign, an overflow or a hand edit gone wrong, never a real machine. The ``fit`` block (each fit's
 quality: ``laminar calibrate``'s report) is not read by any command; older files hold ``NaN``
 there where a figure is undefined, so Python's ``NaN``/``Infinity`` are parsed, and every figure
-a command uses is checked finite.
+a command uses is checked finite. The ``ranges`` block (``laminar calibrate``: what its fit saw
+of batch, KV tokens and lengths; files before it have none) is checked the same way.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,7 +178,19 @@ MAX_THREADS = 4096
 and the machine's cores stay far below)."""
 # Informational entries (the runs, the CPU, the speed probe): checked for type only.
 RUNTIME_NOTES = ("runs", "cpu_model", "trainer_cpu", "speed_reference")
-TOP_KEYS = ("label", "coefficients", "runtime", "fit")
+TOP_KEYS = ("label", "coefficients", "runtime", "fit", "ranges")
+
+# The ``ranges`` block ``laminar calibrate`` writes (``laminar.calibrate.ranges``): what its fit
+# saw of each quantity, name -> unit; each entry {min, max, unit} with optional p50 and p99,
+# numbers >= 0 with min <= p50 <= p99 <= max. Files written before it have none.
+RANGE_QUANTITIES: dict[str, str] = {
+    "batch_seqs": "sequences",  # sequences decoded in one engine step
+    "kv_tokens": "tokens",  # KV tokens an engine held in one step
+    "response_len": "tokens",  # response length of a trained trajectory
+    "micro_batch_tokens": "tokens",  # padded tokens of one trainer micro-batch
+}
+_RANGE_VALUE = Range(0.0, 1e12, "a count of sequences or tokens")
+RANGE_STATS = ("min", "p50", "p99", "max")
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +202,8 @@ class CostFile:
     label: str
     coefficients: dict[str, tuple[float, str, str]]
     runtime: dict[str, Any] | None
+    ranges: dict[str, dict[str, float]] | None = None
+    """What the calibration's fit saw (``RANGE_QUANTITIES``); None in files without it."""
 
 
 def read_cost_file(path: str | Path) -> CostFile:
@@ -223,7 +239,44 @@ def check_cost_content(data: Any, source: str) -> CostFile:
     fit = data.get("fit", {})
     if not isinstance(fit, dict):
         raise ConfigError(source, "fit", f"expected a mapping, got {type(fit).__name__}")
-    return CostFile(source, _clip(label, 200), coeffs, runtime)
+    ranges = _ranges_block(data["ranges"], source) if "ranges" in data else None
+    return CostFile(source, _clip(label, 200), coeffs, runtime, ranges)
+
+
+def _ranges_block(block: Any, source: str) -> dict[str, dict[str, float]]:
+    """The ``ranges`` block checked: known quantities, each {min, max, unit} (p50, p99
+    optional), every figure a finite number >= 0, in order min <= p50 <= p99 <= max."""
+    if not isinstance(block, dict):
+        raise ConfigError(source, "ranges", f"expected a mapping, got {type(block).__name__}")
+    out: dict[str, dict[str, float]] = {}
+    for name, entry in block.items():
+        key = f"ranges.{_clip(str(name))}"
+        if name not in RANGE_QUANTITIES:
+            raise ConfigError(source, key, f"unknown quantity; expected {_or(RANGE_QUANTITIES)}")
+        if not isinstance(entry, dict):
+            raise ConfigError(source, key, f"expected a mapping, got {type(entry).__name__}")
+        extra = sorted(set(map(str, entry)) - {*RANGE_STATS, "unit"})
+        if extra:
+            raise ConfigError(source, f"{key}.{_clip(extra[0])}",
+                              f"unknown key; expected {_or([*RANGE_STATS, 'unit'])}")  # fmt: skip
+        unit = RANGE_QUANTITIES[name]
+        if entry.get("unit", unit) != unit:
+            got = _clip(repr(entry.get("unit")))
+            raise ConfigError(source, f"{key}.unit", f"must be {unit!r} (got {got})")
+        stats = {}
+        for stat in RANGE_STATS:
+            if stat in entry:
+                stats[stat] = _figure(source, f"{key}.{stat}", _RANGE_VALUE, entry[stat])
+            elif stat in ("min", "max"):
+                raise ConfigError(source, f"{key}.{stat}", "missing; expected a number >= 0")
+        order = [s for s in RANGE_STATS if s in stats]
+        for lo, hi in itertools.pairwise(order):
+            if stats[lo] > stats[hi]:
+                raise ConfigError(source, f"{key}.{lo}",
+                                  f"{stats[lo]:g} is above {hi} {stats[hi]:g}; expected "
+                                  "min <= p50 <= p99 <= max")  # fmt: skip
+        out[name] = stats
+    return out
 
 
 def _one_model(data: Any, source: str) -> dict:
