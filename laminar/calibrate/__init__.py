@@ -4,7 +4,8 @@
 fits every coefficient of ``laminar.sim.cost`` (``laminar.calibrate.fit``) and returns a cost
 file's content: the coefficients with their sources, the fit quality of each term, and a
 ``runtime`` block (trainer rate per thread count) that makes ``laminar simulate`` rebuild the
-runtime's own job (``laminar/sim/local.py``). It imports no runtime code.
+runtime's own job (``laminar/sim/local.py``), and the ``ranges`` of batch, KV tokens and lengths
+the fit saw (``laminar.calibrate.ranges``). It imports no runtime code.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from laminar.calibrate.fit import (
     fit_transfer,
     train_flops,
 )
+from laminar.calibrate.ranges import calibrated_ranges
 from laminar.calibrate.rundir import RunData, RunDirError, read_run
 from laminar.costfile import check_cost_content
 from laminar.errors import ConfigError
@@ -84,6 +86,8 @@ def calibrate(run_dirs: Sequence[str | Path]) -> tuple[dict, list[Fit]]:
     content["fit"].update({f.name: asdict(f) for f in cpu})
     if ref is not None:  # the machine's speed the coefficients hold at
         content["runtime"]["speed_reference"] = ref
+    # What the fit saw of batch, KV and lengths: `simulate --cost` warns outside it.
+    content["ranges"] = calibrated_ranges(runs)
     check_fitted(content, run_dirs)
     return content, fits
 

@@ -33,7 +33,8 @@ class RunData:
     engine: pd.DataFrame
     trainer: pd.DataFrame
     loads: pd.DataFrame
-    lengths: pd.DataFrame | None = None  # step, length (prompt + response) of each trajectory
+    # step, length (prompt + response) and response of each trajectory
+    lengths: pd.DataFrame | None = None
     speed: pd.DataFrame | None = None  # the machine-speed probe's rows (None: not recorded)
     starts: pd.Series | None = None  # each trajectory's generation start (None: not recorded)
 
@@ -89,4 +90,5 @@ def _lengths(traj: pd.DataFrame | None) -> pd.DataFrame | None:
     trainer's fit then counts unpadded tokens)."""
     if traj is None:
         return None
-    return pd.DataFrame({"step": traj["step"], "length": traj["prompt_len"] + traj["response_len"]})
+    return pd.DataFrame({"step": traj["step"], "length": traj["prompt_len"] + traj["response_len"],
+                         "response": traj["response_len"]})  # fmt: skip

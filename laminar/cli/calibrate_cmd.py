@@ -50,6 +50,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         print(f"\nmachine speed (probe): {ref['speed_s'] * 1e3:.2f} ms"
               + (f", {content['runtime']['speed_scaled_by']:.3f}x the calibration runs' time"
                  if "speed_scaled_by" in content["runtime"] else ""))  # fmt: skip
+    print("\n" + ranges_table(content.get("ranges", {})))
     print(f"\ncost file: {args.out}  (laminar simulate CONFIG --cost {args.out})")
     return 0
 
@@ -63,6 +64,15 @@ def _at_speed_of(content: dict, run_dir: str) -> dict:
         raise RunDirError(f"{run_dir}/profile/speed_probe.csv: missing or empty (a run recorded "
                           "with runtime.speed_probe_s=0, or from before the probe)")  # fmt: skip
     return at_speed(content, measured)
+
+
+def ranges_table(ranges: dict) -> str:
+    """What the fit saw of each quantity (``laminar.calibrate.ranges``): one line each."""
+    lines = ["calibrated ranges (laminar simulate --cost warns outside them):"]
+    for name, s in ranges.items():
+        lines.append(f"  {name:20s} {s['min']:10,.0f} .. {s['max']:<10,.0f} "
+                     f"p50 {s['p50']:,.0f}  p99 {s['p99']:,.0f}  {s['unit']}")  # fmt: skip
+    return "\n".join(lines)
 
 
 def fit_table(fits) -> str:

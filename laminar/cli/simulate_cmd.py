@@ -42,7 +42,30 @@ def _simulate(args: argparse.Namespace) -> int:
     cfg = config_from_args(args, extra)
     if args.cost and not own_cost:
         _note_step_bound(cfg)
-    return run_and_write(cfg, out_target(args, "simulate", cfg))
+    check = _range_check(cfg) if cfg.sim.cost_file else None
+    return run_and_write(cfg, out_target(args, "simulate", cfg), check=check)
+
+
+def _range_check(cfg):
+    """With a cost file that records the ranges its calibration saw
+    (``laminar.calibrate.ranges``): a check of the result that warns on stderr, one line per
+    quantity the prediction takes outside them; None for a file without ranges."""
+    import sys
+
+    from laminar.calibrate.ranges import outside, predicted_ranges
+    from laminar.costfile import read_cost_file
+
+    calibrated = read_cost_file(cfg.sim.cost_file).ranges
+    if not calibrated:
+        return None
+
+    def check(result) -> None:
+        needs = predicted_ranges(result.replicas, result.trajectories,
+                                 cfg.runtime.grpo.micro_batch_tokens)  # fmt: skip
+        for line in outside(calibrated, needs):
+            print(line, file=sys.stderr)
+
+    return check
 
 
 def _note_step_bound(cfg) -> None:
@@ -73,10 +96,11 @@ def systems_override(names: str) -> str:
     return f"sim.systems=[{', '.join(listed)}]"
 
 
-def run_and_write(cfg, target) -> int:
+def run_and_write(cfg, target, check=None) -> int:
     """Simulate ``cfg`` with a progress bar, write the run directory of ``target`` (an
     :class:`~laminar.rundir.OutputTarget`, checked before the run), print the table (shared by
-    ``laminar simulate`` and ``laminar replay``)."""
+    ``laminar simulate`` and ``laminar replay``); ``check(result)``, when given, runs after
+    the simulation (``laminar simulate --cost``'s calibrated-range warnings)."""
     from tqdm import tqdm
 
     from laminar.rundir import staged_output
@@ -95,6 +119,8 @@ def run_and_write(cfg, target) -> int:
 
             result = simulate(cfg, on_step=on_step)
         result.write_into(stage)
+    if check is not None:
+        check(result)
     print(summary_table(result.summary))
     print(f"\nrun directory: {target.path}")
     return 0
