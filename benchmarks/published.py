@@ -58,7 +58,7 @@ class Row:
 
 def load_rows(path: Path) -> tuple[list[Row], dict, list[dict], list[dict]]:
     """(rows, sources, tables, skipped) of the rows file."""
-    data = yaml.safe_load(path.read_text())
+    data = load_file(path)
     rows: list[Row] = []
     for t in data["tables"]:
         for r in t["rows"]:
@@ -68,6 +68,11 @@ def load_rows(path: Path) -> tuple[list[Row], dict, list[dict], list[dict]]:
             rows.append(Row(r["id"], t["name"], t["source"], r["group"], r["system"], gpus,
                             float(r["published_s"]), over))  # fmt: skip
     return rows, data["sources"], data["tables"], data.get("skipped", [])
+
+
+def load_file(path: Path) -> dict:
+    """The rows file as a mapping."""
+    return yaml.safe_load(path.read_text())
 
 
 def _value(v) -> str:
@@ -126,7 +131,7 @@ def scaling_gains(rows: list[Row], tables: list[dict]) -> list[tuple[Row, Row]]:
     ]
 
 
-def render(rows, sources, tables, skipped, took_s: float) -> str:
+def render(rows, sources, tables, skipped, took_s: float, findings=()) -> str:
     done = [r for r in rows if not r.error]
     errs = [abs(r.ratio - 1) for r in done]
     median = statistics.median(errs) if errs else float("nan")
@@ -144,7 +149,6 @@ def render(rows, sources, tables, skipped, took_s: float) -> str:
         f"{'met' if median <= GOAL else 'not met'})",
         f"- published orderings right: **{right} of {len(orders)}** (pairs of a group more "
         f"than {ORDER_MARGIN:.0%} apart, and scaling series)",
-        f"- simulated in {took_s:.0f} s",
         "",
         "## Rows",
         "",
@@ -186,6 +190,11 @@ def render(rows, sources, tables, skipped, took_s: float) -> str:
     misses = [r for r in done if abs(r.ratio - 1) > GOAL]
     lines += ["", "## Rows outside 20%", ""]
     lines += [f"- {r.id}: {r.ratio:.2f}x" for r in misses] or ["- none"]
+    if findings:
+        lines += ["", "## Why rows miss", ""]
+        for f in findings:
+            lines += [f"**{f['title']}.** {' '.join(f['text'].split())}", ""]
+        lines.pop()
     refused = [r for r in rows if r.error]
     if refused:
         lines += ["", "## Refused by the simulator", ""]
@@ -216,9 +225,10 @@ def main(argv: list[str] | None = None) -> int:
         shown = f"{r.simulated_s:.1f} s ({r.ratio:.2f}x)" if not r.error else r.error[:200]
         print(f"{r.id:24s} published {r.published_s:7.1f} s  simulated {shown}  "
               f"[{time.perf_counter() - t:.0f} s]", flush=True)  # fmt: skip
-    text = render(rows, sources, tables, skipped, time.perf_counter() - t0)
+    findings = load_file(Path(args.rows)).get("findings", [])
+    text = render(rows, sources, tables, skipped, time.perf_counter() - t0, findings)
     Path(args.out).write_text(text)
-    print(f"wrote {args.out}")
+    print(f"wrote {args.out} ({time.perf_counter() - t0:.0f} s)")
     return 0
 
 

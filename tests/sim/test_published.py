@@ -1,0 +1,67 @@
+"""benchmarks/published.py: the published rows map onto valid configs; errors and orderings."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+from laminar.config import load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def pub():
+    path = ROOT / "benchmarks" / "published.py"
+    spec = importlib.util.spec_from_file_location("published_bench", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def loaded(pub):
+    return pub.load_rows(ROOT / "benchmarks" / "published_rows.yaml")
+
+
+def test_every_row_has_a_source_and_a_valid_mapping(pub, loaded):
+    rows, sources, tables, skipped = loaded
+    assert len(rows) >= 20 and len({r.id for r in rows}) == len(rows)
+    assert all(r.source in sources and r.published_s > 0 for r in rows)
+    assert all(t.get("assumed") for t in tables) and all(s["why"] for s in skipped)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for r in rows:
+            cfg = load_config(overrides=[f"{k}={pub._value(v)}" for k, v in r.overrides.items()])
+            assert cfg.sim.systems == [r.system] and cfg.cluster.gpus == r.gpus
+
+
+def test_orderings_are_the_published_ones(pub):
+    def row(i, group, system, published, simulated):
+        r = pub.Row(i, "t", "s", group, system, 8, published, {})
+        r.simulated_s = simulated
+        return r
+
+    rows = [row("a", "g", "verl", 100, 50), row("b", "g", "partial", 60, 70),
+            row("c", "g", "stream", 98, 10), row("d", "h", "verl", 10, 1)]  # fmt: skip
+    found = {(f.id, s.id): ok for f, s, ok, _ in pub.orderings(rows, [])}
+    # a-c are within 5%: not an ordering; d is in another group.
+    assert found == {("b", "a"): False, ("b", "c"): False}
+
+
+def test_a_row_is_simulated_and_rendered(pub, loaded, tmp_path):
+    rows, sources, tables, skipped = loaded
+    row = next(r for r in rows if r.id == "nemo4-llama8-off-16")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pub.run_row(row)
+    assert not row.error and row.simulated_s > 0
+    assert sum(row.stages.values()) == pytest.approx(row.simulated_s, rel=1e-6)
+    text = pub.render([row], sources, tables, skipped, 0.0, [{"title": "T", "text": "x"}])
+    assert f"| {row.id} | one-step | 16 | 74.6 | {row.simulated_s:.1f} |" in text
+    assert "## Why rows miss" in text and "median |simulated/published - 1|" in text
