@@ -2,7 +2,8 @@
 
 One short run carries several fault kinds, each checked on its own record in ``summary.json``:
 detected within its bound, recovered, a dead rollout replaced; the run reaches its steps with
-nothing lost and nothing consumed twice, and leaves no process or shared memory behind. A second
+nothing lost and nothing consumed twice, and leaves no process or shared memory behind (it is
+also the laminar mode's end-to-end run: summary, trace, final model). A second
 test stops the driver with SIGTERM mid-run, resumes it with ``--resume``, SIGKILLs the resumed
 driver (within a bound nothing of its session runs any more: the orphan-proof driver) and
 resumes again.
@@ -24,8 +25,9 @@ import pytest
 
 from laminar.cli import main
 from laminar.runtime.cluster.procfs import shm_files_of
+from laminar.traces import read_trace
 from tests.runtime.test_orphans import DRIVER_DEATH_BOUND_S, run_processes
-from tests.runtime.test_train_e2e import _leftovers, _small
+from tests.runtime.test_train_e2e import SUMMARY_KEYS, _leftovers, _small
 
 pytestmark = pytest.mark.slow
 
@@ -34,9 +36,13 @@ def _faults(summary: dict) -> dict[str, dict]:
     return {f["kind"]: f for f in summary["faults"]}
 
 
-def test_rollout_engine_and_trainer_deaths_are_survived(tmp_path):
+def test_rollout_engine_and_trainer_deaths_are_survived(tmp_path, capsys):
     """r1's engine dies under its live actor, the trainer dies, then r0's actor dies too: for a
-    while no rollout lives, and the run waits for the replacements (started on the deaths)."""
+    while no rollout lives, and the run waits for the replacements (started on the deaths).
+
+    This is also the laminar mode's end-to-end run (issue 26: one run, not two): the summary's
+    fields, the ledger, a trace the simulator can replay, the final model, and nothing left
+    behind."""
     tmp_before, pids_before = set(os.listdir(tempfile.gettempdir())), set(psutil.pids())
     args = _small(tmp_path, "laminar", 5, "runtime.checkpoint_every=1", "runtime.eval_prompts=8")
     args += ["--fault", "kill-engine@0", "--fault", "kill-trainer@1"]
@@ -44,9 +50,12 @@ def test_rollout_engine_and_trainer_deaths_are_survived(tmp_path):
     assert main(args) == 0
     run = tmp_path / "run-laminar"
     summary = json.loads((run / "summary.json").read_text())
+    assert set(summary) >= SUMMARY_KEYS and summary["mode"] == "laminar"
     assert summary["steps"] == 5
     assert summary["trajectories_lost"] == 0 and summary["trajectories_duplicated"] == 0
+    assert summary["trajectories_double_counted"] == 0
     assert summary["trajectories_consumed"] == 5 * 4 * 4
+    assert summary["gen_tokens_per_s"] > 0 and summary["staleness_mean"] >= 0
     faults = _faults(summary)
     engine, trainer, rollout = faults["kill-engine"], faults["kill-trainer"], faults["kill-rollout"]
     # An engine killed under a live actor: seen by the watchdog, not by step_timeout_s.
@@ -60,9 +69,23 @@ def test_rollout_engine_and_trainer_deaths_are_survived(tmp_path):
     assert rollout["target"] == "r0" and 0 <= rollout["detection_s"] < 30
     assert rollout["replacements"] == ["r3"] and rollout["replaced_s"] > 0
     assert summary["rollouts_failed"] == ["r0", "r1"]
-    versions = list(pd.read_csv(run / "steps.csv")["version"])
+    steps = pd.read_csv(run / "steps.csv")
+    assert list(steps["step"]) == list(range(5))
+    versions = list(steps["version"])
     assert versions == sorted(versions) and len(set(versions)) == 5  # monotonic
     assert (run / "checkpoints" / "LATEST").exists() and (run / "plots").exists() is False
+    assert (run / "model" / "model.safetensors").exists()
+    # the trace: one row per generated trajectory, staleness as the simulator reads it
+    trace = read_trace(run / "trajectories.parquet")
+    assert len(trace) == summary["trajectories_generated"]
+    consumed = trace[trace["consumed_version"] >= 0]
+    assert len(consumed) == summary["trajectories_consumed"]
+    assert (
+        consumed["staleness"] == consumed["consumed_version"] - consumed["weight_version"]
+    ).all()
+    assert (trace["gen_end_s"] >= trace["gen_start_s"]).all()
+    assert (run / "config.yaml").exists() and '"trajectories_lost": 0' in capsys.readouterr().out
+    assert any("/dev/shm/psm_" in p for p in summary["engine_shm_files"])  # vLLM's queues
     shm, tmp, procs = _leftovers(summary, tmp_before, pids_before)
     assert not shm and not tmp and not procs, (shm, tmp, procs)
 
@@ -123,7 +146,7 @@ def test_sigterm_then_sigkill_mid_run_then_resume_reaches_the_steps(tmp_path):
     """SIGTERM stops the driver cleanly; the resumed driver is then SIGKILLed (no handler, no
     teardown: as when the driver's machine is lost); a second --resume removes what the killed
     session left and reaches the steps with a balanced ledger."""
-    steps = 8
+    steps = 6
     args = _small(tmp_path, "laminar", steps, "runtime.checkpoint_every=1")
     args += ["--set", "runtime.eval_prompts=0"]
     run = tmp_path / "run-laminar"

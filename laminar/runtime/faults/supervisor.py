@@ -70,6 +70,7 @@ class Supervisor:
         self.last_tick = time.monotonic()
         self.stopping = False
         self.reaping: list[Any] = []  # refs of reap tasks sent to dead rollouts' machines
+        self.watched: dict[str, Any] = {}  # name -> a call that must run until the loop ends
 
     # -- the clock of the run ---------------------------------------------------------------
 
@@ -78,6 +79,24 @@ class Supervisor:
 
     def start_loop(self) -> None:
         self.loop_t0 = time.time()
+
+    def watch(self, name: str, ref: Any) -> None:
+        """``ref`` (e.g. the rollout manager's loop) must run while steps remain: if it ends
+        early, the next poll raises its error instead of the run waiting out its steps."""
+        self.watched[name] = ref
+
+    def check_watched(self) -> None:
+        """Raise the error of a watched call that ended (or say that it ended)."""
+        import ray
+
+        if not self.watched:
+            return
+        refs = list(self.watched.values())
+        done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        for name, ref in self.watched.items():
+            if ref in done:
+                ray.get(ref)  # its own error, if it failed
+                raise RuntimeError(f"the {name} stopped before the run's end")
 
     # -- trainer steps ----------------------------------------------------------------------
 
@@ -161,6 +180,7 @@ class Supervisor:
     def tick(self) -> None:
         """One poll: due timed faults, deaths seen by the manager, replacements coming up."""
         self.last_tick = time.monotonic()
+        self.check_watched()
         elapsed = time.time() - self.loop_t0
         due = [
             s

@@ -49,6 +49,7 @@ def run_laminar(
     sup = sup or _plain_supervisor(a, cfg)
     sup.loops.update({rid: r.run_laminar.remote() for rid, r in a.live().items()})
     manager_loop = a.manager.run.remote()
+    sup.watch("rollout manager", manager_loop)
     rows = []
     sup.start_loop()
     try:
@@ -61,6 +62,7 @@ def run_laminar(
         sup.drain()  # late faults are seen before the end (not when the loop was interrupted)
     finally:
         sup.settle()
+        sup.watched.clear()  # the manager's loop ends now, on purpose
         _stop(a, manager_loop)
         _wait_live(a, sup.loops)
     return rows
@@ -80,6 +82,7 @@ def run_sync(
     sup = sup or _plain_supervisor(a, cfg)
 
     manager_loop = a.manager.run.remote()  # repack off: it records KV use, recovers failures
+    sup.watch("rollout manager", manager_loop)
     rows = []
     sup.start_loop()
     try:
@@ -97,6 +100,7 @@ def run_sync(
         sup.drain()
     finally:
         sup.settle()
+        sup.watched.clear()  # the manager's loop ends now, on purpose
         _stop(a, manager_loop)
     return rows
 
