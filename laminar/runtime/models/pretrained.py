@@ -1,5 +1,6 @@
 """A local Hugging Face causal-LM directory (``runtime.model = {type: pretrained, path}``):
-checked before anything starts, loaded by the trainer ranks, started by vLLM as is.
+checked before anything starts, loaded by the trainer ranks shard by shard
+(``laminar.runtime.train.shardload``: no rank reads the whole model), started by vLLM as is.
 
 A usable directory has ``config.json`` (with ``model_type`` and ``architectures``), weights in
 ``*.safetensors``, ``tokenizer.json`` and ``tokenizer_config.json``, and a chat template (in
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from laminar.errors import LaminarError
 
@@ -65,14 +65,6 @@ def stop_token_ids(path: str | Path, eos_id: int | None) -> tuple[int, ...]:
     if not ids:
         raise ModelDirError(f"{path}: no EOS token (tokenizer or generation_config.json)")
     return tuple(ids)
-
-
-def load_model(path: str | Path) -> Any:
-    """The model in fp32 on the host (the trainer's master weights; ranks shard it after)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
 
 
 def saved_dtype(config: dict) -> str | None:

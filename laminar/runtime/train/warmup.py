@@ -7,8 +7,8 @@ repeated runs, start from the very same weights without paying for the warm-up a
 cache is the tiny model's only, and only rank 0 reads it: the trainer's other ranks get rank 0's
 weights by a broadcast over their process group (:func:`share_warm_model`), so no rank depends
 on a file of another machine. A pretrained model skips the warm-up unless
-``runtime.warmup.steps`` asks for one; then rank 0 trains the whole model on its host (small
-models: the other ranks wait in the broadcast, within the process group's timeout).
+``runtime.warmup.steps`` asks for one; then every rank trains its shards on the same batches
+(FSDP averages equal gradients: the update is one process's), and nothing is cached.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 from laminar.config import LaminarConfig
 from laminar.runtime.records import Traj
 from laminar.runtime.tasks.base import WARMUP_STREAM
-from laminar.runtime.tasks.make import make_task
+from laminar.runtime.tasks.make import env_task, make_task
 from laminar.runtime.train.grpo import build_batch, sft_loss
 
 
@@ -44,11 +44,12 @@ def warmup_key(cfg: LaminarConfig) -> str:
 
 def _env_file(task: Any) -> str | None:
     """An environment's module file (its code shapes the warm-up's targets)."""
-    if task.type != "python":
+    env = env_task(task)
+    if env is None:
         return None
     from laminar.runtime.envs.load import module_file
 
-    return module_file(task)
+    return module_file(env)
 
 
 def _file_digest(path: str | None) -> str | None:
@@ -93,11 +94,12 @@ def sft(model: Any, codec: Any, cfg: LaminarConfig) -> float:
 def _teaches(cfg: LaminarConfig) -> bool:
     """Whether the task has targets to teach: an environment without ``target(sample)``
     has none, and its run starts RL from the model as it is (docs/environments.md)."""
-    if cfg.runtime.task.type != "python":
+    env = env_task(cfg.runtime.task)
+    if env is None:
         return True
     from laminar.runtime.envs.load import load_env
 
-    return callable(getattr(load_env(cfg.runtime.task, cfg.seed), "target", None))
+    return callable(getattr(load_env(env, cfg.seed), "target", None))
 
 
 def warm_model(model: Any, codec: Any, cfg: LaminarConfig) -> dict:
