@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from laminar.costlengths import check_policy_lengths
 from laminar.errors import ConfigError
 from laminar.inputfile import InputFileError, MiB, load_json
 
@@ -178,7 +179,7 @@ MAX_THREADS = 4096
 and the machine's cores stay far below)."""
 # Informational entries (the runs, the CPU, the speed probe): checked for type only.
 RUNTIME_NOTES = ("runs", "cpu_model", "trainer_cpu", "speed_reference")
-TOP_KEYS = ("label", "coefficients", "runtime", "fit", "ranges")
+TOP_KEYS = ("label", "coefficients", "runtime", "fit", "ranges", "policy_lengths")
 
 # The ``ranges`` block ``laminar calibrate`` writes (``laminar.calibrate.ranges``): what its fit
 # saw of each quantity, name -> unit; each entry {min, max, unit} with optional p50 and p99,
@@ -204,6 +205,8 @@ class CostFile:
     runtime: dict[str, Any] | None
     ranges: dict[str, dict[str, float]] | None = None
     """What the calibration's fit saw (``RANGE_QUANTITIES``); None in files without it."""
+    policy_lengths: dict | None = None
+    """How the calibration's policy answered its task (``laminar.costlengths``); or None."""
 
 
 def read_cost_file(path: str | Path) -> CostFile:
@@ -240,7 +243,9 @@ def check_cost_content(data: Any, source: str) -> CostFile:
     if not isinstance(fit, dict):
         raise ConfigError(source, "fit", f"expected a mapping, got {type(fit).__name__}")
     ranges = _ranges_block(data["ranges"], source) if "ranges" in data else None
-    return CostFile(source, _clip(label, 200), coeffs, runtime, ranges)
+    answers = data.get("policy_lengths")
+    answers = None if answers is None else check_policy_lengths(answers, source)
+    return CostFile(source, _clip(label, 200), coeffs, runtime, ranges, answers)
 
 
 def _ranges_block(block: Any, source: str) -> dict[str, dict[str, float]]:

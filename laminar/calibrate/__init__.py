@@ -17,6 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from laminar.calibrate import speed
+from laminar.calibrate.answers import policy_lengths
 from laminar.calibrate.coldstart import fit_first_prompts, fit_first_step
 from laminar.calibrate.fit import (
     Fit,
@@ -88,6 +89,10 @@ def calibrate(run_dirs: Sequence[str | Path]) -> tuple[dict, list[Fit]]:
         content["runtime"]["speed_reference"] = ref
     # What the fit saw of batch, KV and lengths: `simulate --cost` warns outside it.
     content["ranges"] = calibrated_ranges(runs)
+    # How the policy answered its task: the simulator's task lengths (``answers``).
+    answers = policy_lengths(runs)
+    if answers is not None:
+        content["policy_lengths"] = answers
     check_fitted(content, run_dirs)
     return content, fits
 

@@ -33,7 +33,7 @@ class RunData:
     engine: pd.DataFrame
     trainer: pd.DataFrame
     loads: pd.DataFrame
-    # step, length (prompt + response) and response of each trajectory
+    # step, length (prompt + response), response (and prompt_id) of each trajectory
     lengths: pd.DataFrame | None = None
     speed: pd.DataFrame | None = None  # the machine-speed probe's rows (None: not recorded)
     starts: pd.Series | None = None  # each trajectory's generation start (None: not recorded)
@@ -90,5 +90,8 @@ def _lengths(traj: pd.DataFrame | None) -> pd.DataFrame | None:
     trainer's fit then counts unpadded tokens)."""
     if traj is None:
         return None
-    return pd.DataFrame({"step": traj["step"], "length": traj["prompt_len"] + traj["response_len"],
-                         "response": traj["response_len"]})  # fmt: skip
+    out = pd.DataFrame({"step": traj["step"], "length": traj["prompt_len"] + traj["response_len"],
+                        "response": traj["response_len"]})  # fmt: skip
+    if "prompt_id" in traj:  # the prompt each answered (``laminar.calibrate.answers``)
+        out["prompt_id"] = traj["prompt_id"]
+    return out

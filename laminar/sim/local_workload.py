@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
 from laminar.config import LaminarConfig
+from laminar.costfile import read_cost_file
 from laminar.errors import ConfigError
+from laminar.policy.repeatanswers import answer_len
 from laminar.traces.lengths import MEAN_KEY, P99_KEY, warn_trace_overrides
-
-Z_99 = 2.3263478740408408  # standard normal quantile at 0.99 (the task's tail_ratio is p99/p50)
 
 
 def runtime_workload(cfg: LaminarConfig) -> pd.DataFrame | None:
@@ -49,10 +47,14 @@ def _issue_order(trace: pd.DataFrame, prompts_per_step: int) -> pd.DataFrame:
 
 
 def task_workload(cfg: LaminarConfig) -> pd.DataFrame:
-    """The repeat task's lengths (``runtime.task``): answer n log-normal (median, p99 =
-    ``tail_ratio`` x median) clipped to [1, max_response_len - 1], response n + 1 (the end of
-    sequence), prompt ``"<n>*<c>="`` plus BOS. A policy that answers exactly; the calibration
-    runs' own traces measure how far the real one strays."""
+    """The repeat task's lengths (``runtime.task``): the answer n of each prompt the runtime
+    hands out (log-normal, median and p99 = ``tail_ratio`` x median, clipped to
+    [1, max_response_len - 1]; ``laminar.policy.repeatanswers``, the runtime's own draw),
+    prompt ``"<n>*<c>="`` plus BOS (the number's digits + 4 tokens, as the runtime's trace
+    records them). The response is n + 1 (the end of sequence) for a policy that answers
+    exactly; with a cost file that measured how the calibration runs' policy answered (its
+    ``policy_lengths``, ``laminar.calibrate.answers``), each sample's response is drawn from
+    that instead (:func:`as_answered`)."""
     w, task = cfg.workload, cfg.runtime.task
     if getattr(task, "type", "repeat") != "repeat":
         raise ConfigError(
@@ -63,19 +65,48 @@ def task_workload(cfg: LaminarConfig) -> pd.DataFrame:
         )
     steps = 2 * w.steps + 2  # room to generate ahead of the trainer (``load_run_workload``)
     groups = steps * w.prompts_per_step
-    rng = np.random.default_rng([cfg.seed, 15])
-    sigma = math.log(task.tail_ratio) / Z_99
-    answer = np.rint(np.exp(math.log(task.median_len) + sigma * rng.standard_normal(groups)))
-    answer = np.clip(answer, 1, w.max_response_len - 1).astype(np.int64)
+    # the prompts the runtime hands out, in its order (prompt ids 0, 1, ... from the seed)
+    answer = np.array([answer_len(cfg.seed, g, median_len=task.median_len,
+                                  tail_ratio=task.tail_ratio, max_answer_len=w.max_response_len - 1)
+                       for g in range(groups)], dtype=np.int64)  # fmt: skip
     n = w.samples_per_prompt
-    prompt_len = np.array([len(str(a)) + 3 for a in answer], dtype=np.int64)  # BOS n * c =
+    prompt_len = np.array([len(str(a)) + 4 for a in answer], dtype=np.int64)  # BOS n * c =
+    exact = np.repeat(answer + 1, n)
+    answers = read_cost_file(cfg.sim.cost_file).policy_lengths if cfg.sim.cost_file else None
+    if answers is None:
+        response, reason = exact, np.full(len(exact), "stop", dtype=object)
+    else:
+        rng = np.random.default_rng([cfg.seed, 16])
+        response = as_answered(exact, answers, w.max_response_len, rng)
+        reason = np.where(response >= w.max_response_len, "length", "stop")
     return pd.DataFrame(
         {
             "step": np.repeat(np.arange(groups) // w.prompts_per_step, n),
             "prompt_id": np.repeat(np.arange(groups), n),
             "sample_index": np.tile(np.arange(n), groups),
             "prompt_len": np.repeat(np.minimum(prompt_len, w.max_prompt_len), n),
-            "response_len": np.repeat(answer + 1, n),
-            "finish_reason": "stop",
+            "response_len": response,
+            "finish_reason": reason,
         }
     )
+
+
+def as_answered(exact: np.ndarray, answers: dict, max_len: int,
+                rng: np.random.Generator) -> np.ndarray:  # fmt: skip
+    """Each sample's response length as the calibration's policy answered (``answers``: the
+    cost file's ``policy_lengths``): in the bucket of its exact length (the first or last
+    bucket beyond them), a runaway to ``max_len`` with the bucket's ``cap_frac``, else the
+    exact length times one of the bucket's ratio quantiles drawn at random, within
+    [1, ``max_len``]."""
+    buckets = answers["buckets"]
+    lows = np.array([b["answer_min"] for b in buckets])
+    which = np.clip(np.searchsorted(lows, exact, side="right") - 1, 0, len(buckets) - 1)
+    u, pick = rng.random(len(exact)), rng.random(len(exact))
+    out = np.empty(len(exact), dtype=np.int64)
+    for i, b in enumerate(buckets):
+        rows = which == i
+        q = np.asarray(b["ratio_q"], dtype=float)
+        ratio = q[np.minimum((pick[rows] * len(q)).astype(int), len(q) - 1)]
+        length = np.rint(exact[rows] * ratio)
+        out[rows] = np.where(u[rows] < b["cap_frac"], max_len, length)
+    return np.clip(out, 1, max_len).astype(np.int64)
