@@ -115,3 +115,42 @@ def test_a_rank_grows_by_its_shard_and_one_tensor_while_it_loads(tmp_path):
         for k in MALLOC_ENV:
             os.environ.pop(k, None)
     assert grew[2] < 0.75 * grew[1]
+
+
+def _warm(rank, world, init, cfg, work_dir):
+    from laminar.runtime.train.ranks import TrainerRank
+
+    r = TrainerRank(cfg, work_dir, rank, world)
+    r.join(init, threads=1)
+    r.build()
+    info = r.prepare()
+    full = {k: getattr(v, "full_tensor", lambda v=v: v)().clone()
+            for k, v in r.model.state_dict().items()}  # fmt: skip
+    ref = {k: getattr(v, "full_tensor", lambda v=v: v)().clone()
+           for k, v in r.ref_model.state_dict().items()}  # fmt: skip
+    return {"info": info, "weights": full, "ref": ref}
+
+
+def test_a_pretrained_warm_up_runs_on_the_shards_of_every_rank(tmp_path):
+    model = make_model_dir(tmp_path / "m", seed=3)
+    cfg = load_config(
+        preset="tiny-cpu",
+        overrides=[
+            f"runtime.model={{type: pretrained, path: {model}}}",
+            "runtime.trainer_cpus=''",
+            "runtime.grpo.kl_coef=0.1",
+            "runtime.warmup.steps=2",
+            "runtime.warmup.batch=4",
+        ],
+    ).model_dump(mode="json")
+    one = run_ranks(1, _warm, cfg, str(tmp_path / "w1"), timeout_s=300)[0]
+    two = run_ranks(2, _warm, cfg, str(tmp_path / "w2"), timeout_s=300)
+    base = _expected(model)
+    assert one["info"]["warmup_s"] > 0
+    moved = [k for k in base if not torch.equal(torch.as_tensor(one["weights"][k]), base[k])]
+    assert moved  # the warm-up changed the weights
+    for out in two:  # the same update as one process, and the reference is the warmed model
+        for k, v in one["weights"].items():
+            torch.testing.assert_close(torch.as_tensor(out["weights"][k]), torch.as_tensor(v),
+                                       rtol=1e-4, atol=1e-5)  # fmt: skip
+            assert torch.equal(torch.as_tensor(out["ref"][k]), torch.as_tensor(out["weights"][k]))
