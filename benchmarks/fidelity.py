@@ -49,6 +49,10 @@ SETTINGS: dict[str, list[str]] = {
     "laminar-prefetch3": ["runtime.prefetch_steps=3"],
     "laminar-len64": ["workload.max_response_len=64"],
     "laminar-tail30": ["runtime.task.tail_ratio=30"],
+    # issue 31: 1.5x the task's median answer, 3x its p99 (9 x 20 = 180 against 6 x 10 = 60),
+    # twice the response budget: outside the calibration runs' lengths by construction
+    "laminar-long": ["workload.max_response_len=256", "runtime.task.median_len=9",
+                     "runtime.task.tail_ratio=20"],
     "sync-1rollout": ["runtime.mode=sync", "runtime.rollouts=1"],
 }
 CALIBRATION = ("laminar", "sync")

@@ -105,7 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     engines = None
     with ray_run.ray_session(most) as dirs, ExitStack() as stack:
         if most.runtime.rollouts > 0:  # start every engine once, with the widest setting
-            two = most.workload.model_copy(update={"steps": 2})
+            # ... and room for the longest prompt + response of any setting (max_model_len)
+            longest = {k: max(getattr(c.workload, k) for c in cfgs.values())
+                       for k in ("max_prompt_len", "max_response_len")}  # fmt: skip
+            two = most.workload.model_copy(update={"steps": 2, **longest})
             short = most.model_copy(update={"workload": two})
             first = run_one(short, dirs, stack, None, "start", out / "_start")
             engines = first["engines"]
