@@ -14,7 +14,8 @@ measured of each quantity the cost model's terms are fitted against:
 ``laminar simulate --cost`` measures the same quantities in its own prediction (the simulated
 replicas' batches and KV at every segment start, the consumed trajectories' lengths and the
 micro-batches they make) and warns, one line per quantity, when the prediction goes below the
-smallest or above the largest value the calibration saw: there the fit extrapolates (issue 31:
+smallest or above the largest value the calibration saw (by more than ``EDGE``): there the fit
+extrapolates (issue 31:
 a job with 3x the calibration runs' p99 response length was over-predicted 36-113%).
 """
 
@@ -28,6 +29,11 @@ import pandas as pd
 from laminar.calibrate.rundir import RunData
 from laminar.costfile import RANGE_QUANTITIES
 from laminar.policy.microbatch import micro_batches
+
+EDGE = 0.01
+"""How far past a calibrated edge still counts as inside (relative): a micro-batch of 4,068
+padded tokens where the calibration's largest had 4,059 (both under the 4,096 limit) is no
+extrapolation worth a warning; a response of twice the longest seen is."""
 
 WHAT = {
     "batch_seqs": "sequences decoded per engine step",
@@ -111,7 +117,8 @@ def outside(calibrated: dict[str, dict], predicted: dict[str, dict]) -> list[str
     lines = []
     for name, cal in calibrated.items():
         pred = predicted.get(name)
-        if pred is None or (pred["min"] >= cal["min"] and pred["max"] <= cal["max"]):
+        if pred is None or (pred["min"] >= cal["min"] * (1 - EDGE) and
+                            pred["max"] <= cal["max"] * (1 + EDGE)):  # fmt: skip
             continue
         unit = RANGE_QUANTITIES[name]
         lines.append(

@@ -82,6 +82,13 @@ def test_warns_once_per_quantity_left():
     assert "response_len" in resp and "1..128" in resp and "1..255" in resp
 
 
+def test_no_warning_within_one_percent_of_an_edge():
+    needs = predicted_ranges(*_tables([1, 64], [10, 3020], [1, 128]), 4096)
+    assert outside(CAL, needs) == []
+    needs = predicted_ranges(*_tables([1, 64], [10, 3040], [1, 128]), 4096)
+    assert len(outside(CAL, needs)) == 1
+
+
 def test_warns_below_the_smallest_seen():
     needs = predicted_ranges(*_tables([1, 2], [2, 30], [1, 2, 3, 4]), 4096)
     (line,) = outside(CAL, needs)
