@@ -12,9 +12,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="fit the simulator's cost model to `laminar train` run directories",
         description="Fit every cost-model coefficient (engine step vs batch and KV tokens, "
         "prefill, trainer rate, weight publish and load) to the profile/ of `laminar train` "
-        "run directories of one machine and model; print each term's fit quality; write a "
-        "cost file that `laminar simulate CONFIG --cost FILE` loads to predict the job CONFIG "
-        "trains.",
+        "run directories of one machine and model; print each term's fit quality and the "
+        "ranges of batch, KV tokens and lengths the fit saw; measure how the runs' policy "
+        "answered its task (the simulator's task lengths); write a cost file that `laminar "
+        "simulate CONFIG --cost FILE` loads to predict the job CONFIG trains (it warns when "
+        "the prediction leaves those ranges).",
     )
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="`laminar train` run directories")
     p.add_argument("-o", "--out", required=True, metavar="FILE", help="cost file to write (.json)")
