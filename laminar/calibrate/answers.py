@@ -17,9 +17,9 @@ handed out) against its response, pooled, by exact length in buckets of at least
 (``ratio_q``). The cost file's ``policy_lengths`` block (checked by ``laminar.costlengths``)
 carries it; the simulator's task lengths draw each sample's response from its bucket
 (``laminar.sim.local_workload``): a runaway to the predicted job's own ``max_response_len``, else
-the exact length times one of its quantiles drawn at random. Beyond the longest answer the runs saw, the
-last bucket stands in: that is an extrapolation, and ``laminar simulate --cost`` warns when the
-responses leave the calibrated range (``laminar.calibrate.ranges``).
+the exact length times one of its quantiles drawn at random. Beyond the longest answer the runs
+saw, the last bucket stands in: that is an extrapolation, and ``laminar simulate --cost`` warns
+when the responses leave the calibrated range (``laminar.calibrate.ranges``).
 """
 
 from __future__ import annotations
