@@ -133,8 +133,104 @@ class PythonTask(Section):
     file's directory when the config is read from a file and leaves it out."""
 
     timeout_s: float = Field(30.0, gt=0.0, le=3600.0)
-    """Longest one environment call (``prompt``, ``reward``) may take before the trajectory
-    scores 0 (seconds, 0 < s <= 3600)."""
+    """Longest one environment call (``prompt``, ``step``, ``reward``) may take before the
+    trajectory scores 0 (seconds, 0 < s <= 3600)."""
+
+    max_turns: int = Field(8, ge=1, le=1000)
+    """Assistant turns of a multi-turn environment's trajectory (one with ``step``) at most
+    (count, 1..1000): after the last one ``step`` is not called and the conversation is
+    scored. An environment without ``step`` plays one turn."""
+
+
+class CalculatorTask(Section):
+    """Math problems of a JSONL file (``{"prompt": ..., "answer": ...}`` per line, as ``jsonl``)
+    with a calculator tool: an answer may end with ``<tool>expression</tool>`` (or the chat
+    template's tool call) and the environment answers the value, after a log-normal latency
+    that emulates a slow environment; the final ``\\boxed{}`` answer is scored by the math
+    verifier. ``laminar.runtime.tasks.calculator``, an environment like any other
+    (``docs/environments.md``)."""
+
+    type: Literal["calculator"] = "calculator"
+    """Variant tag: ``calculator``."""
+
+    path: str = Field(..., min_length=1, max_length=4096)
+    """Local JSONL file (1..4096 characters)."""
+
+    latency_median_s: float = Field(0.0, ge=0.0, le=3600.0)
+    """Median seconds the calculator takes per call (0..3600; 0: it answers at once). The
+    simulator's ``tool-calling`` preset: 0.8."""
+
+    latency_sigma: float = Field(0.0, ge=0.0, le=10.0)
+    """Log-normal sigma of the calculator's latency (0..10; 0: always the median). The
+    ``tool-calling`` preset: 1.0."""
+
+    latency_max_s: float = Field(30.0, ge=0.0, le=3600.0)
+    """Longest the calculator takes (seconds, 0..3600: a sandbox's timeout). The
+    ``tool-calling`` preset: 30."""
+
+    max_turns: int = Field(4, ge=1, le=1000)
+    """Assistant turns at most (count, 1..1000): calls = turns - 1."""
+
+    timeout_s: float = Field(60.0, gt=0.0, le=3600.0)
+    """Longest one environment call may take (seconds, 0 < s <= 3600): keep it above
+    ``latency_max_s``."""
+
+    system_prompt: str | None = Field(None, max_length=8192)
+    """The system message that tells the model about the tool (0..8192 characters); None: the
+    environment's own; empty: no system message."""
+
+    def as_env(self) -> PythonTask:
+        """The environment it runs as."""
+        args = {"path": self.path, "latency_median_s": self.latency_median_s,
+                "latency_sigma": self.latency_sigma, "latency_max_s": self.latency_max_s,
+                "system_prompt": self.system_prompt}  # fmt: skip
+        return PythonTask(entry="laminar.runtime.tasks.calculator:make", args=args,
+                          timeout_s=self.timeout_s, max_turns=self.max_turns)  # fmt: skip
+
+
+class ReasoningGymTask(Section):
+    """The procedural task generators of the ``reasoning-gym`` package (offline: nothing is
+    downloaded), scored by their own scorers; the answer goes in ``<answer>...</answer>``.
+    Needs the package: ``pip install 'laminar[envs]'``.
+    ``laminar.runtime.tasks.reasoning_gym``."""
+
+    type: Literal["reasoning_gym"] = "reasoning_gym"
+    """Variant tag: ``reasoning_gym``."""
+
+    datasets: dict[str, float] = Field(
+        default_factory=lambda: {"basic_arithmetic": 1.0}, min_length=1, max_length=256
+    )
+    """Generator name -> weight (1..256 generators, weights > 0): each prompt draws its
+    generator with these weights (``reasoning_gym.factory.DATASETS`` lists the names)."""
+
+    options: dict[str, dict[str, Any]] = Field(default_factory=dict, max_length=256)
+    """Generator name -> its configuration's keyword arguments (e.g. ``{basic_arithmetic:
+    {min_terms: 2, max_terms: 4}}``); a generator left out takes its defaults."""
+
+    size: int = Field(100_000, ge=1, le=1_000_000_000)
+    """Instances per generator (count, 1..1e9); prompt indices cycle over them."""
+
+    system_prompt: str | None = Field(None, max_length=8192)
+    """The system message (0..8192 characters); None: reasoning-gym's default (think, then
+    ``<answer>...</answer>``); empty: none."""
+
+    timeout_s: float = Field(30.0, gt=0.0, le=3600.0)
+    """Longest one call (a prompt, a score) may take (seconds, 0 < s <= 3600)."""
+
+    @field_validator("datasets")
+    @classmethod
+    def _positive_weights(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = {k: w for k, w in value.items() if not w > 0}
+        if bad:
+            raise ValueError(f"weights must be > 0: {bad}")
+        return value
+
+    def as_env(self) -> PythonTask:
+        """The environment it runs as."""
+        args = {"datasets": dict(self.datasets), "options": dict(self.options),
+                "size": self.size, "system_prompt": self.system_prompt}  # fmt: skip
+        return PythonTask(entry="laminar.runtime.tasks.reasoning_gym:make", args=args,
+                          timeout_s=self.timeout_s)  # fmt: skip
 
 
 class WarmupConfig(Section):
@@ -319,11 +415,14 @@ class RuntimeConfig(Section):
     )
     """The policy: ``{type: tiny, ...}`` or ``{type: pretrained, path: ...}``."""
 
-    task: Annotated[RepeatTask | JsonlTask | PythonTask, Field(discriminator="type")] = Field(
-        default_factory=RepeatTask
-    )
-    """The task and its reward: ``{type: repeat, ...}``, ``{type: jsonl, path}`` or
-    ``{type: python, entry: "package.module:factory", args: {...}}`` (an environment)."""
+    task: Annotated[
+        RepeatTask | JsonlTask | PythonTask | CalculatorTask | ReasoningGymTask,
+        Field(discriminator="type"),
+    ] = Field(default_factory=RepeatTask)
+    """The task and its reward: ``{type: repeat, ...}``, ``{type: jsonl, path}``,
+    ``{type: python, entry: "package.module:factory", args: {...}}`` (an environment) or a
+    shipped environment: ``{type: calculator, path, ...}`` (multi-turn, a tool),
+    ``{type: reasoning_gym, datasets: {...}}``."""
 
     loggers: list[Literal["tensorboard", "wandb", "mlflow"]] = Field(
         default_factory=list, max_length=3

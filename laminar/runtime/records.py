@@ -4,12 +4,17 @@ A trajectory is created when its prompt group is handed to a rollout, streams it
 the partial-response pool while it runs, moves between rollouts when repack or recovery says so
 (carrying its tokens, so the destination continues where the source stopped), and lands in the
 experience buffer when it finishes. It keeps exactly one weight version all along (paper §2.4).
+
+A multi-turn trajectory (an environment with ``step``, ``laminar.runtime.rollout.turns``) holds
+its observations' tokens in ``tokens`` too, between its assistant turns: they are context, not
+generated. ``obs_spans`` says where they are (the trainer masks them out of the loss; their
+``logprobs`` are NaN), ``obs_messages`` what the environment answered (handed back to it).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,11 +74,49 @@ class Traj:
     or answered nonsense (``laminar.runtime.envs.calls``); empty when it answered."""
     source_id: str = ""
     """An environment's own id of the sample (``runtime.task.type: python``); empty else."""
+    turns: int = 0
+    """Assistant turns begun (a multi-turn task's trajectory: 1 from its start; 0: a
+    single-turn task's, which has no turns to count)."""
+    obs_spans: list[tuple[int, int]] = field(default_factory=list)
+    """``[start, end)`` offsets in ``tokens`` of each observation (environment message)."""
+    obs_messages: list[dict] = field(default_factory=list)
+    """The environment's message of each span of ``obs_spans``, as it answered it."""
+    tool_s: float = 0.0
+    """Seconds its environment took over the ``step`` calls whose message it appended."""
+
+    @property
+    def obs_tokens(self) -> int:
+        """Observation tokens among ``tokens`` (context the model did not generate)."""
+        return sum(end - start for start, end in self.obs_spans)
+
+    @property
+    def generated_tokens(self) -> int:
+        """Tokens the model generated (every assistant turn's), what the budget bounds."""
+        return len(self.tokens) - self.obs_tokens
 
     @property
     def remaining_tokens(self) -> int:
         """Response tokens it may still generate."""
-        return self.max_tokens - len(self.tokens)
+        return self.max_tokens - self.generated_tokens
+
+    @property
+    def tool_latency_s(self) -> float:
+        """Mean seconds of its environment's calls that led to another turn (0 with none):
+        the trace's ``tool_latency_s``."""
+        calls = len(self.obs_spans)
+        return self.tool_s / calls if calls else 0.0
+
+    def restarted(self, version: int) -> Traj:
+        """A copy back at its prompt, to be generated anew with weight ``version`` (its
+        version is gone: a trajectory never mixes versions)."""
+        return replace(self, version=version, tokens=[], logprobs=[], turns=min(self.turns, 1),
+                       obs_spans=[], obs_messages=[], tool_s=0.0)  # fmt: skip
+
+    def copy(self) -> Traj:
+        """A copy that shares no list with this one (what travels to a pool)."""
+        return replace(self, tokens=list(self.tokens), logprobs=list(self.logprobs),
+                       obs_spans=list(self.obs_spans),
+                       obs_messages=[dict(m) for m in self.obs_messages])  # fmt: skip
 
     @property
     def kv_tokens(self) -> int:

@@ -2,7 +2,8 @@
 
 ``FakeEngine`` implements ``laminar.runtime.rollout.engine.Engine`` as a perfect solver of the
 repeat task: it reads the count from the prompt and writes the letter that many times, one token per
-``step_s``. Its output depends only on the sequence it is given, so a trajectory resubmitted as
+``step_s`` (a multi-turn context: its last turn's, after the last BOS). Its output depends only on
+the sequence it is given, so a trajectory resubmitted as
 prompt + partial tokens continues exactly where it stopped — the property migration relies on.
 A test may hold every sequence asked for more than ``hold_over`` tokens after its first one
 (until it is aborted or ``hold_over`` rises), to freeze KV use between two manager checks
@@ -38,13 +39,20 @@ class FakeEngine:
         pass
 
     def _task(self, seq: list[int]) -> tuple[int, str, int] | None:
-        """(count, letter, tokens written) of a "<n>*<c>=" sequence, None when it is not one."""
-        eq = self.codec.encode("=")[0]
+        """(count, letter, tokens written) of a "<n>*<c>=" sequence, None when it is not one.
+        A multi-turn context answers its last turn: what follows its last BOS (an
+        observation of the tiny model starts with one, ``CharCodec.observation_ids``)."""
+        bos, eq = self.codec.bos_id, self.codec.encode("=")[0]
+        if bos in seq:
+            seq = seq[len(seq) - seq[::-1].index(bos) :]
         if eq not in seq:
             return None
         cut = len(seq) - 1 - seq[::-1].index(eq)
-        count, letter = self.codec.decode(seq[:cut]).split("*")
-        return int(count), letter, len(seq) - cut - 1
+        try:
+            count, letter = self.codec.decode(seq[:cut]).split("*")
+            return int(count), letter, len(seq) - cut - 1
+        except ValueError:
+            return None
 
     def _next(self, seq: list[int]) -> int:
         task = self._task(seq)

@@ -72,13 +72,12 @@ def broken(args, seed):
     raise RuntimeError("the factory cannot start: " + args.get("why", "?"))
 
 
-class MultiTurn(Env):
-    def step(self, sample, messages):
-        return None
+class BadStep(Env):
+    step = "not a method"
 
 
-def multi(args, seed):
-    return MultiTurn(args, seed)
+def badstep(args, seed):
+    return BadStep(args, seed)
 '''
 
 
@@ -140,7 +139,7 @@ def test_module_dir_set_explicitly_and_pythonpath(user_module, tmp_path, monkeyp
         ("laminar_no_such_module_29:make", "cannot import module 'laminar_no_such_module_29'"),
         ("laminar_test_env_a:nothing", "has no callable 'nothing'"),
         ("laminar_test_env_a:broken", "the factory failed"),
-        ("laminar_test_env_a:multi", "multi-turn environments are not run yet"),
+        ("laminar_test_env_a:badstep", "the environment's step is a str, not a method"),
     ],
 )
 def test_a_bad_entry_is_a_config_error_naming_entry_file_and_cause(user_module, entry, needle):

@@ -196,6 +196,9 @@ class RolloutManager:
                 "planned": len(move.traj_ids),
                 "moved": len(trajs),
                 "moved_tokens": sum(len(x.tokens) for x in trajs),
+                # what the destination prefills again (prompt, turns, observations): the cost
+                # of the move (the simulator charges a move as this re-prefill)
+                "reprefill_tokens": sum(x.kv_tokens for x in trajs),
                 "duration_s": time.perf_counter() - t,
             }
         )
@@ -287,7 +290,7 @@ class RolloutManager:
         for rid, handle in list(self.rollouts.items()):
             snap = await _try(handle.snapshot.remote())
             if snap and snap["version"] >= 0 and await _try(handle.pin.remote(snap["version"])):
-                fresh = replace(traj, version=snap["version"], tokens=[], logprobs=[])
+                fresh = traj.restarted(snap["version"])  # its turns and observations go too
                 if await _done(handle.adopt.remote([fresh])):
                     self.restarted.append(traj.traj_id)
                     return rid, False

@@ -12,7 +12,6 @@ import asyncio
 import math
 import time
 from collections import deque
-from dataclasses import replace
 from typing import Any
 
 from laminar.runtime.models.codec import CharCodec, HfCodec, make_codec, prompt_tokens
@@ -137,7 +136,7 @@ class PartialResponsePool:
             old = self.live.get(t.traj_id)
             if t.traj_id in self.done or (old is not None and t.migrations < old.migrations):
                 continue  # a late copy from a replica that held it before: stale
-            self.live[t.traj_id] = replace(t, tokens=list(t.tokens), logprobs=list(t.logprobs))
+            self.live[t.traj_id] = t.copy()
         for tid, offset, toks, lps in deltas:
             t = self.live.get(tid)
             if t is not None and len(t.tokens) == offset:
@@ -162,7 +161,7 @@ class PartialResponsePool:
     def restore(self, trajs: list[Traj]) -> None:
         """A resumed run: these trajectories are in progress again (before any rollout runs)."""
         for t in trajs:
-            self.live[t.traj_id] = replace(t, tokens=list(t.tokens), logprobs=list(t.logprobs))
+            self.live[t.traj_id] = t.copy()
 
 
 class ExperienceBuffer:

@@ -5,7 +5,8 @@ empty or ``"<method>_<why>: <detail>"`` with ``why`` one of ``raised``, ``timeou
 
 Plain functions run in a thread pool of the caller's own (a hung call holds one of its
 threads, never the event loop's default executor); coroutines, and awaitables a function
-returns, run on one event loop in a thread of their own.
+returns, run on one event loop in a thread of their own — from an event loop (:meth:`call`) a
+coroutine function holds no thread while it waits, and one past its timeout is cancelled.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import asyncio
 import concurrent.futures
 import copy
 import inspect
+import json
 import math
 import numbers
 import threading
@@ -54,11 +56,20 @@ class EnvCaller:
                 raise
         return out
 
+    async def _acall(self, method: str, args: tuple) -> Any:
+        fn = getattr(self.env, method)
+        if inspect.iscoroutinefunction(fn):  # straight onto the env loop: no thread waits on it
+            return await _on(_called(fn, args), self._env_loop())
+        out = await asyncio.wrap_future(self._pool.submit(fn, *args))
+        if inspect.isawaitable(out):
+            return await _on(_awaited(out), self._env_loop())
+        return out
+
     async def call(self, method: str, *args: Any) -> tuple[Any, str]:
-        """``env.method(*args)`` from an event loop, which it never blocks."""
-        fut = self._pool.submit(self._run, method, args)
+        """``env.method(*args)`` from an event loop, which it never blocks (cancelling the
+        caller cancels a coroutine of the environment's too)."""
         try:
-            out = await asyncio.wait_for(asyncio.wrap_future(fut), self.timeout_s)
+            out = await asyncio.wait_for(self._acall(method, args), self.timeout_s)
         except (TimeoutError, concurrent.futures.TimeoutError):
             return None, f"{method}_timeout: no answer within {self.timeout_s:g} s"
         except Exception as e:  # the environment's error costs one trajectory
@@ -86,6 +97,16 @@ async def _awaited(aw: Any) -> Any:
     return await aw
 
 
+async def _called(fn: Any, args: tuple) -> Any:
+    return await fn(*args)
+
+
+async def _on(coro: Any, loop: asyncio.AbstractEventLoop) -> Any:
+    """``coro`` run on ``loop`` (another thread's), awaited from this one; cancelling this
+    await cancels it there."""
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+
+
 def _raised(method: str, e: BaseException) -> str:
     return f"{method}_raised: {type(e).__name__}: {e}"[:DETAIL_CHARS]
 
@@ -103,6 +124,8 @@ def check(method: str, out: Any) -> tuple[Any, str]:
         return check_sample(out)
     if method == "target":
         return (out, "") if isinstance(out, str) else _invalid(method, _kind("a str", out))
+    if method == "step":
+        return check_message(out)
     return out, ""
 
 
@@ -118,6 +141,26 @@ def check_reward(out: Any) -> tuple[float | None, str]:
     if not math.isfinite(value):
         return _invalid("reward", f"{value} is not a finite number")
     return value, ""
+
+
+def check_message(out: Any) -> tuple[dict | None, str]:
+    """What ``step`` answers: None (the trajectory is done) or the next message, a dict with
+    string ``role`` and ``content`` (other keys, e.g. ``tool_call_id`` or ``name``, are kept
+    for the chat template)."""
+    if out is None:
+        return None, ""
+    if not isinstance(out, dict):
+        return _invalid("step", _kind("a message dict or None", out))
+    for key in ("role", "content"):
+        if not isinstance(out.get(key), str):
+            return _invalid("step", f"the message's {key!r} must be a str, got "
+                            f"{type(out.get(key)).__name__} {repr(out.get(key))[:80]}")  # fmt: skip
+    if not out["role"]:
+        return _invalid("step", "the message's 'role' is empty")
+    try:  # it travels with the trajectory: through the pools and into checkpoints
+        return json.loads(json.dumps(out)), ""
+    except (TypeError, ValueError) as e:
+        return _invalid("step", f"the message is not plain JSON data ({type(e).__name__}: {e})")
 
 
 def check_sample(out: Any) -> tuple[dict | None, str]:

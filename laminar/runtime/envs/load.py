@@ -19,7 +19,7 @@ from typing import Any
 from laminar.errors import ConfigError
 
 REQUIRED = ("prompt", "reward")  # methods every environment has
-OPTIONAL = ("target",)  # what the supervised warm-up teaches, when the environment has it
+OPTIONAL = ("target", "step")  # the warm-up's answer; the next message of a multi-turn one
 
 
 def _cause(e: BaseException) -> str:
@@ -75,8 +75,8 @@ def load_factory(cfg: Any, key: str = "entry") -> Any:
 
 
 def load_env(cfg: Any, seed: int) -> Any:
-    """``factory(args, seed)``, checked: it has ``prompt`` and ``reward``; a multi-turn
-    environment (``step``) is refused — the runtime runs single-turn environments only."""
+    """``factory(args, seed)``, checked: it has ``prompt`` and ``reward`` (and, a multi-turn
+    environment, ``step``: ``laminar.runtime.rollout.turns``)."""
     factory = load_factory(cfg)
     where = getattr(sys.modules.get(cfg.entry.partition(":")[0]), "__file__", "?")
     try:
@@ -90,10 +90,12 @@ def load_env(cfg: Any, seed: int) -> Any:
             f"the factory returned {type(env).__name__}, which has no "
             f"{' or '.join(missing)} method (module {where}; docs/environments.md)",
         )
-    if callable(getattr(env, "step", None)):
-        raise _error(
-            cfg,
-            f"the environment has step(): multi-turn environments are not run yet — only "
-            f"prompt() and reward() of single-turn ones (module {where}; docs/environments.md)",
-        )
+    if hasattr(env, "step") and not callable(env.step):
+        raise _error(cfg, f"the environment's step is a {type(env.step).__name__}, not a method "
+                     f"(module {where}; docs/environments.md)")  # fmt: skip
     return env
+
+
+def multi_turn(env: Any) -> bool:
+    """Whether ``env`` plays several turns (it has ``step``)."""
+    return callable(getattr(env, "step", None))

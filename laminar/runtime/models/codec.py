@@ -12,6 +12,8 @@ from typing import Any
 
 from laminar.runtime.models import tinymodel
 
+_SENTINEL = "\u2063laminar-turn\u2063"  # an assistant turn's content, found again in the render
+
 
 class CharCodec:
     """The tiny model's char vocabulary (``laminar.runtime.models.tinymodel.vocab``)."""
@@ -40,6 +42,11 @@ class CharCodec:
         space (an environment's prompt is not written for the tiny vocabulary)."""
         space = self._ids[" "]
         return [self._ids.get(c, space) for c in text.lower()]
+
+    def observation_ids(self, message: dict, last_id: int | None = None) -> list[int]:
+        """An environment's message after an answer, as the tiny model sees it: BOS and the
+        content (``encode_lenient``), like a prompt of its own."""
+        return [self.bos_id, *self.encode_lenient(message["content"])]
 
 
 class HfCodec:
@@ -71,6 +78,42 @@ class HfCodec:
         messages = [dict(m) for m in messages]
         out = self._tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         return list(self._tok.encode(out, add_special_tokens=False))
+
+    def observation_ids(self, message: dict, last_id: int | None = None) -> list[int]:
+        """The ids that follow an assistant turn (its last id ``last_id``, the stop token it
+        ended with) when the environment answers ``message``, ready for the next turn.
+
+        With a chat template: what the template renders between an assistant turn's end and
+        the next generation prompt — the turn's closing (less the stop token already
+        generated), the message, the generation prompt. A template that cannot render the
+        message's role (one without a ``tool`` role) renders it as the user's. Without one:
+        the content on a line of its own. A ValueError when the template cannot render it."""
+        if not self.chat:
+            return self.encode("\n" + message["content"] + "\n")
+        head = [{"role": "user", "content": "?"}, {"role": "assistant", "content": _SENTINEL}]
+        before = self._render(head, False)
+        try:
+            after = self._render([*head, dict(message)], True)
+        except Exception:  # jinja2's TemplateError and whatever a template raises
+            try:
+                after = self._render([*head, {"role": "user", "content": message["content"]}],
+                                     True)  # fmt: skip
+            except Exception as e:
+                raise ValueError(f"the chat template cannot render a {message['role']!r} "
+                                 f"message: {type(e).__name__}: {e}"[:300]) from None  # fmt: skip
+        if not after.startswith(before) or _SENTINEL not in before:
+            raise ValueError("the chat template renders a conversation's start differently "
+                             "once it goes on: its turns cannot be appended")  # fmt: skip
+        closing = before[before.rindex(_SENTINEL) + len(_SENTINEL) :]
+        stop = self._tok.decode([last_id], skip_special_tokens=False) if last_id is not None else ""
+        if stop and closing.startswith(stop):
+            closing = closing[len(stop) :]  # the turn's stop token was generated already
+        return self.encode(closing + after[len(before) :])
+
+    def _render(self, messages: list[dict], generation_prompt: bool) -> str:
+        return self._tok.apply_chat_template(
+            messages, add_generation_prompt=generation_prompt, tokenize=False
+        )
 
     def encode(self, text: str) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=False))

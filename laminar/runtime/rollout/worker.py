@@ -7,6 +7,10 @@ keeps admitting prompt groups while its version is the newest; once a newer one 
 stops admitting, finishes (or is released of) its long tail, pulls the newest version and
 starts again. Repack (§5) releases it early by moving its tail elsewhere; the rollout manager
 decides, this class only carries out :meth:`release` and :meth:`adopt`.
+
+An environment with ``step`` (``runtime.task``) makes trajectories of several turns; their loop
+is :class:`laminar.runtime.rollout.turns.Turns`'s, the engine's part of it (one turn's tokens)
+:meth:`RolloutWorker._decode`'s.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from laminar.runtime.records import PromptGroup, Traj
 from laminar.runtime.rollout.asking import AskAgain
 from laminar.runtime.rollout.engine import Engine
 from laminar.runtime.rollout.stream import PartialStreamer
+from laminar.runtime.rollout.turns import Turns
 from laminar.runtime.tasks.base import EVAL_STREAM
 from laminar.runtime.tasks.make import make_task
 from laminar.runtime.weights import WeightSource
@@ -81,6 +86,11 @@ class RolloutWorker:
         self.flush_interval_s = flush_interval_s
         self.streamer: PartialStreamer | None = None
         self.watchdog = EngineWatchdog(engine_stall_s)
+        self.turns: Turns | None = None  # a multi-turn environment's loop (None: one turn)
+        if getattr(self.gen, "max_turns", 1) > 1:
+            context = None if max_prompt_len is None else max_prompt_len + max_response_len
+            self.turns = Turns(self.gen, self.codec, max_turns=self.gen.max_turns,
+                               max_context=context, stop_ids=self.stop_ids)  # fmt: skip
 
     async def start(self) -> dict:
         """Build the engine and warm it up (the first step is slow).
@@ -117,6 +127,9 @@ class RolloutWorker:
         self.version = -1  # the engine holds no published weights of this job yet
         self.trajs: dict[str, Traj] = {}
         self.tasks: dict[str, asyncio.Task] = {}
+        self.requests: dict[str, str] = {}  # traj_id -> its engine request now
+        self.stepping: set[str] = set()  # waiting for their environment (between turns)
+        self.leaving: set[str] = set()  # being released: no new turn starts
         self.pins = 0  # adopts in progress: no weight load until they land
         self.stopping = False
         self.loop_task: asyncio.Task | None = None
@@ -131,7 +144,7 @@ class RolloutWorker:
 
     def _engine_step(self, at_unix_s, latencies_s, prefill_seqs, prefill_tokens, *sched) -> None:
         """The engine ran a step: record it with the KV tokens our trajectories hold."""
-        kv_tokens = sum(len(t.prompt_ids) + len(t.tokens) for t in self.trajs.values())
+        kv_tokens = sum(t.kv_tokens for t in self.trajs.values() if t.traj_id not in self.stepping)
         self.profile.record(at_unix_s, latencies_s, prefill_seqs, prefill_tokens, kv_tokens, *sched)
 
     def now_s(self) -> float:
@@ -167,6 +180,8 @@ class RolloutWorker:
             if t.version != self.version:
                 raise ValueError(f"{t.traj_id} has version {t.version}, replica {self.version}")
             t.replica_id = self.replica_id
+            if self.turns is not None and t.turns == 0:
+                t.turns = 1  # a multi-turn task's trajectory: its first turn begins
             self.trajs[t.traj_id] = t  # held from now on: no weight load until it finishes
         self.watchdog.progress()  # a fresh request gets the full stall allowance
         await self.streamer.register(trajs)
@@ -174,11 +189,65 @@ class RolloutWorker:
             self.tasks[t.traj_id] = asyncio.create_task(self._generate(t))
 
     async def _generate(self, t: Traj) -> None:
-        reason = None
-        request_id = f"{t.traj_id}#{t.migrations}"
-        prompt = [*t.prompt_ids, *t.tokens]  # migrated: prompt + partial tokens, re-prefilled
+        if self.turns is not None:
+            return await self._generate_turns(t)
+        reason = await self._decode(t, t.remaining_tokens)
+        self.tasks.pop(t.traj_id, None)
+        if reason is None:  # aborted (the caller of abort owns it), or the engine died
+            return
+        t.gen_end_s = self.now_s()
+        p = await self._prompt(t.prompt_id)
+        reward, t.env_error = await self._score(p, t.tokens, reason)
+        if p.sample is not None:  # an environment's sample: its own id goes into the trace
+            t.source_id = str(p.sample.get("id"))
+        self._finish(t, reason, reward)
+
+    async def _generate_turns(self, t: Traj) -> None:
+        """A multi-turn trajectory: its turns (``Turns.play``), then the environment's reward
+        of the whole conversation (0 when a ``step`` failed)."""
         try:
-            async for d in self.engine.generate(request_id, prompt, t.remaining_tokens):
+            reason, p = await self.turns.play(
+                t,
+                self._decode,
+                lambda: self._prompt(t.prompt_id),
+                leaving=self.leaving,
+                stepping=self.stepping,
+                changed=self.streamer.changed,
+            )
+        finally:
+            self.tasks.pop(t.traj_id, None)
+        if reason is None:  # it left: released, or its engine died (the manager recovers it)
+            return
+        t.gen_end_s = self.now_s()
+        if t.env_error:
+            reward = 0.0
+        else:
+            reward, t.env_error = await self.turns.reward(p, t)
+        if p.sample is not None:
+            t.source_id = str(p.sample.get("id"))
+        self._finish(t, reason, reward)
+
+    def _request_id(self, t: Traj) -> str:
+        """Its engine request now: one per (holder, turn); the first turn keeps the plain
+        ``traj#migrations``."""
+        rid = f"{t.traj_id}#{t.migrations}"
+        return rid if t.turns <= 1 else f"{rid}.t{t.turns}"
+
+    async def _decode(self, t: Traj, max_tokens: int) -> str | None:
+        """Generate ``t``'s current turn (or the rest of it: prompt + tokens so far are
+        re-prefilled) up to ``max_tokens``; its finish reason (``stop``/``length``), or None
+        when it was aborted or the engine died under it (the trajectory is still held in
+        ``self.trajs``: the manager recovers it)."""
+        if t.traj_id in self.leaving:  # released before its request began
+            return None
+        reason = None
+        request_id = self._request_id(t)
+        prompt = [*t.prompt_ids, *t.tokens]  # migrated: prompt + partial tokens, re-prefilled
+        self.requests[t.traj_id] = request_id
+        if t.turns > 1:
+            self.watchdog.progress()  # a turn after its environment's wait: a fresh allowance
+        try:
+            async for d in self.engine.generate(request_id, prompt, max_tokens):
                 t.tokens.extend(d.token_ids)
                 t.logprobs.extend(d.logprobs)
                 self.gen_tokens += len(d.token_ids)
@@ -186,18 +255,12 @@ class RolloutWorker:
                 reason = d.finish_reason
         except Exception as e:  # the engine died under it: the trajectory waits for recovery
             self.watchdog.failed(e)
-            self.tasks.pop(t.traj_id, None)  # still held (self.trajs): the manager recovers it
-            return
-        self.tasks.pop(t.traj_id, None)
+            return None
+        finally:
+            self.requests.pop(t.traj_id, None)
         if reason == "abort":
-            return  # the caller of abort owns it now
-        reason = "stop" if reason == "stop" else "length"
-        t.gen_end_s = self.now_s()
-        p = await self._prompt(t.prompt_id)
-        reward, t.env_error = await self._score(p, t.tokens, reason)
-        if p.sample is not None:  # an environment's sample: its own id goes into the trace
-            t.source_id = str(p.sample.get("id"))
-        self._finish(t, reason, reward)
+            return None  # the caller of abort owns it now
+        return "stop" if reason == "stop" else "length"
 
     async def _prompt(self, prompt_id: int, stream: int = 0) -> Any:
         """The task's prompt; an environment's is asked for off the event loop."""
@@ -284,6 +347,8 @@ class RolloutWorker:
             tokens, reason = [], None
             rid = f"eval-v{self.version}-{pid}-{k}"
             ids = prompt_tokens(self.codec, p, self.max_prompt_len)
+            if self.turns is not None:  # every turn, as in training (nothing recorded)
+                return await self._evaluate_turns(rid, pid, k, p, ids)
             async for d in self.engine.generate(rid, ids, self.max_response_len):
                 tokens.extend(d.token_ids)
                 reason = d.finish_reason
@@ -293,6 +358,27 @@ class RolloutWorker:
         jobs = [one(pid, k) for pid in prompt_ids_list for k in range(samples)]
         return list(await asyncio.gather(*jobs))
 
+    async def _evaluate_turns(self, rid: str, pid: int, k: int, p: Any, ids: list[int]) -> float:
+        """One held-out multi-turn conversation's reward (0 when its engine failed)."""
+        t = Traj(rid, pid, k, tuple(ids), self.version, self.max_response_len, turns=1)
+
+        async def decode(t: Traj, max_tokens: int) -> str | None:
+            reason = None
+            async for d in self.engine.generate(f"{rid}.t{t.turns}", [*ids, *t.tokens],
+                                                max_tokens):  # fmt: skip
+                t.tokens.extend(d.token_ids)
+                t.logprobs.extend(d.logprobs)
+                reason = d.finish_reason
+            return "stop" if reason == "stop" else "length"
+
+        async def prompt() -> Any:
+            return p
+
+        reason, _ = await self.turns.play(t, decode, prompt)
+        if reason is None or t.env_error:
+            return 0.0
+        return (await self.turns.reward(p, t))[0]
+
     # -- repack and recovery (carried out for the rollout manager) --------------------------
 
     async def snapshot(self) -> dict:
@@ -301,7 +387,8 @@ class RolloutWorker:
         Also the health check: raises :class:`EngineFailure` when the engine died or stalled
         (the manager then treats this replica as dead, §3.3).
         """
-        self.watchdog.check(self.engine, busy=bool(self.tasks))
+        # busy: a request in the engine (one waiting for its environment is not the engine's)
+        self.watchdog.check(self.engine, busy=bool(self.requests))
         s = self.engine.stats()
         return {
             "replica_id": self.replica_id,
@@ -331,11 +418,20 @@ class RolloutWorker:
 
         ``moving``: they continue elsewhere (the new replica streams them from now on);
         otherwise their last tokens are still streamed from here (a stop at the end of a run).
+        A multi-turn trajectory waiting for its environment has that wait cancelled: it leaves
+        between two turns and asks ``step`` again where it goes (``laminar.runtime.rollout.turns``).
         """
         live = [tid for tid in traj_ids if tid in self.tasks]
         tasks = [self.tasks[tid] for tid in live]
-        await self.engine.abort([f"{tid}#{self.trajs[tid].migrations}" for tid in live])
-        await asyncio.gather(*tasks, return_exceptions=True)
+        self.leaving.update(live)  # none of them starts another turn or environment call
+        try:
+            await self.engine.abort([self.requests[tid] for tid in live if tid in self.requests])
+            for tid in live:
+                if tid in self.stepping:
+                    self.tasks[tid].cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            self.leaving.difference_update(live)
         out = []
         for tid in live:
             t = self.trajs.get(tid)

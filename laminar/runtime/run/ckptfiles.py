@@ -113,6 +113,9 @@ def read_pools(d: Path, meta: dict) -> dict:
 
 TRAJ_INTS = ("prompt_id", "sample_index", "version", "max_tokens", "migrations")
 TRAJ_FLOATS = ("gen_start_s", "gen_end_s", "reward")
+# Added later (a checkpoint of an earlier Laminar has none of them): their defaults then
+TRAJ_LATER = {"env_error": "", "source_id": "", "turns": 0, "obs_spans": [], "obs_messages": [],
+              "tool_s": 0.0}  # fmt: skip
 
 
 def encode_pools(pools: dict) -> dict:
@@ -158,7 +161,8 @@ def _traj_out(t: Traj) -> dict:
     out = {name: getattr(t, name) for name in Traj.__slots__}
     out["prompt_ids"] = list(t.prompt_ids)
     out["logprobs"] = [_float_out(x) for x in t.logprobs]
-    for name in TRAJ_FLOATS:
+    out["obs_spans"] = [list(span) for span in t.obs_spans]
+    for name in (*TRAJ_FLOATS, "tool_s"):
         out[name] = _float_out(out[name])
     return out
 
@@ -174,9 +178,34 @@ def _traj_in(d: Any, where: str) -> Traj:
     kw["prompt_ids"] = tuple(_ints(d["prompt_ids"], f"{where}.prompt_ids"))
     kw["tokens"] = _ints(d["tokens"], f"{where}.tokens")
     kw["logprobs"] = [_float(x, f"{where}.logprobs") for x in _expect(d["logprobs"], list, where)]
+    later = {k: d.get(k, v) for k, v in TRAJ_LATER.items()}
+    kw["env_error"] = _expect(later["env_error"], str, f"{where}.env_error")
+    kw["source_id"] = _expect(later["source_id"], str, f"{where}.source_id")
+    kw["turns"] = _int(later["turns"], f"{where}.turns", 0)
+    kw["tool_s"] = _float(later["tool_s"], f"{where}.tool_s")
+    kw["obs_spans"] = _spans(later["obs_spans"], len(kw["tokens"]), f"{where}.obs_spans")
+    messages = _expect(later["obs_messages"], list, f"{where}.obs_messages")
+    kw["obs_messages"] = [_expect(m, dict, f"{where}.obs_messages") for m in messages]
+    if len(kw["obs_messages"]) != len(kw["obs_spans"]):
+        raise ValueError(f"{where}.obs_messages: {len(messages)} messages for "
+                         f"{len(kw['obs_spans'])} observation spans")  # fmt: skip
     if kw["traj_id"] != traj_id(kw["prompt_id"], kw["sample_index"]):
         raise ValueError(f"{where}.traj_id: {kw['traj_id']!r:.40} is not its prompt and sample's")
     return Traj(**kw)
+
+
+def _spans(values: Any, tokens: int, where: str) -> list[tuple[int, int]]:
+    """Observation spans: ``[start, end)`` pairs in order, within the trajectory's tokens."""
+    out, at = [], 0
+    for span in _expect(values, list, where):
+        if not isinstance(span, list) or len(span) != 2:
+            raise ValueError(f"{where}: expected [start, end] pairs")
+        start, end = (_int(x, where, 0) for x in span)
+        if not at <= start < end <= tokens:
+            raise ValueError(f"{where}: span {span} out of order or past the {tokens} tokens")
+        out.append((start, end))
+        at = end
+    return out
 
 
 def _duplicate(x: Any, where: str) -> dict:

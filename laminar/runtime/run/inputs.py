@@ -1,6 +1,6 @@
 """A run's inputs, checked before anything starts or is written: the model directory
 (``runtime.model.type = pretrained``), the task file (``runtime.task.type = jsonl``) or
-environment (``python``: its module imports, its factory builds one) and the
+environment (``python``, or a shipped one: its module imports, its factory builds one) and the
 cost file (``sim.cost_file``: repack's step bound, ``laminar.costfile``); the cluster it joins
 (``runtime.address``); the trainer's memory against its devices (``laminar.specs.runfit``,
 as ``laminar config fit``). A bad one is a ``LaminarError`` naming the file (and line) or the
@@ -27,11 +27,11 @@ def check_inputs(cfg: Any) -> None:
 
         check_model_dir(rt.model.path)
     serving(cfg, read_model_config(cfg))
-    if rt.task.type == "jsonl":
+    if rt.task.type in ("jsonl", "calculator"):
         from laminar.runtime.tasks.jsonl import load_rows
 
         load_rows(rt.task.path)
-        if rt.task.reward:  # its module imports and names a function
+        if getattr(rt.task, "reward", ""):  # its module imports and names a function
             from laminar.runtime.envs.load import load_factory
 
             load_factory(rt.task, "reward")
@@ -39,10 +39,13 @@ def check_inputs(cfg: Any) -> None:
         from laminar.runtime.tracking.loggers import check_loggers
 
         check_loggers(rt.loggers)
-    if rt.task.type == "python":  # the module imports and the factory builds an environment
+    from laminar.runtime.tasks.make import env_task
+
+    env = env_task(rt.task)
+    if env is not None:  # the module imports and the factory builds an environment
         from laminar.runtime.envs.load import load_env
 
-        load_env(rt.task, cfg.seed)
+        load_env(env, cfg.seed)
     # the trainer fits its devices: the check and message of `laminar config fit`
     from laminar.specs.runfit import require_runtime_fit
 

@@ -26,7 +26,11 @@ from laminar.traces.io import write_trace
 
 
 def trajectory_frame(ledger: list[dict], steps: int) -> pd.DataFrame:
-    """Finished trajectories as a schema trace; unconsumed ones get ``step = steps`` (next)."""
+    """Finished trajectories as a schema trace; unconsumed ones get ``step = steps`` (next).
+
+    ``response_len`` counts generated tokens; a multi-turn task's trace (an environment with
+    ``step``) also has ``turns`` and ``tool_latency_s`` (the mean seconds of its environment's
+    calls between turns), the columns the simulator's ``tool-calling`` workload reads."""
     rows = []
     for row in ledger:
         t = row["traj"]
@@ -37,7 +41,7 @@ def trajectory_frame(ledger: list[dict], steps: int) -> pd.DataFrame:
                 "prompt_id": t.prompt_id,
                 "sample_index": t.sample_index,
                 "prompt_len": len(t.prompt_ids),
-                "response_len": len(t.tokens),
+                "response_len": t.generated_tokens,
                 "finish_reason": t.finish_reason,
                 "gen_start_s": t.gen_start_s,
                 "gen_end_s": t.gen_end_s,
@@ -53,7 +57,13 @@ def trajectory_frame(ledger: list[dict], steps: int) -> pd.DataFrame:
         )
         if getattr(t, "source_id", ""):  # an environment's own id (laminar.runtime.envs)
             rows[-1]["source_prompt_id"] = t.source_id
-    return pd.DataFrame(rows).sort_values(["step", "prompt_id", "sample_index"])
+        if t.turns > 0:  # a multi-turn task's (laminar.runtime.rollout.turns)
+            rows[-1].update(turns=t.turns, tool_latency_s=round(t.tool_latency_s, 6))
+    df = pd.DataFrame(rows)
+    if "turns" in df:  # every row has them (one a checkpoint of an older Laminar kept: 1 turn)
+        df["turns"] = df["turns"].fillna(1).astype("int64")
+        df["tool_latency_s"] = df["tool_latency_s"].fillna(0.0)
+    return df.sort_values(["step", "prompt_id", "sample_index"])
 
 
 def env_errors(ledger: list[dict]) -> dict:

@@ -1,8 +1,10 @@
 """An environment of your own as the run's task (``runtime.task = {type: python, entry, args}``).
 
 The environment (``laminar.runtime.envs``) hands out samples with ``prompt(index)`` and scores
-conversations with ``reward(sample, messages)``. RL prompt ``i`` is ``prompt(i)``; the warm-up
-and held-out streams ask for indices ``2**30 + i`` and ``2 * 2**30 + i`` (an environment that
+conversations with ``reward(sample, messages)``; one with ``step(sample, messages)`` plays
+several turns (``laminar.runtime.rollout.turns``, at most ``max_turns``). RL prompt ``i`` is
+``prompt(i)``; the warm-up and held-out streams ask for indices ``2**30 + i`` and
+``2 * 2**30 + i`` (an environment that
 cycles over a list takes the index modulo its length). Every process asks for itself, so
 ``prompt`` must answer the same sample for the same index and seed; each process remembers the
 samples it was last handed. Calls go through :class:`~laminar.runtime.envs.calls.EnvCaller`:
@@ -18,7 +20,7 @@ from typing import Any
 
 from laminar.errors import LaminarError
 from laminar.runtime.envs.calls import EnvCaller
-from laminar.runtime.envs.load import load_env
+from laminar.runtime.envs.load import load_env, multi_turn
 from laminar.runtime.tasks.base import Prompt
 
 STREAM_BASE = 1 << 30  # index of stream s's prompt i: s * STREAM_BASE + i
@@ -33,6 +35,7 @@ class PythonTaskGen:
         self.env = load_env(cfg, seed)
         self.caller = EnvCaller(self.env, cfg.timeout_s)
         self.has_target = callable(getattr(self.env, "target", None))
+        self.max_turns = getattr(cfg, "max_turns", 1) if multi_turn(self.env) else 1
         self._seen: OrderedDict[tuple[int, int], Prompt] = OrderedDict()
 
     @staticmethod
@@ -85,10 +88,14 @@ class PythonTaskGen:
 
     async def ascore(self, p: Prompt, response: str, *, finished: bool) -> tuple[float, str]:
         """(reward, why it is 0 when the environment failed: empty otherwise)."""
+        return await self.ascore_messages(p, self.conversation(p, response))
+
+    async def ascore_messages(self, p: Prompt, messages: list[dict]) -> tuple[float, str]:
+        """(reward of the conversation ``messages``, why it is 0 when the environment failed:
+        empty otherwise); a multi-turn trajectory's (``laminar.runtime.rollout.turns``)."""
         if p.error:
             return 0.0, p.error
-        args = (copy.deepcopy(p.sample), self.conversation(p, response))
-        reward, error = await self.caller.call("reward", *args)
+        reward, error = await self.caller.call("reward", copy.deepcopy(p.sample), messages)
         return (0.0, error) if error else (reward, "")
 
     def reward(self, p: Prompt, response: str, *, finished: bool) -> float:

@@ -4,6 +4,8 @@ The ratio is taken against the *behaviour* policy, the log-probabilities the rol
 while sampling (vLLM's ``logprobs=0``), so a stale trajectory (generated with an older version,
 paper §6) is corrected by the ratio and bounded by the clip. Losses are token means over the
 batch (every response token weighs the same, as in DAPO), so long answers are not diluted.
+A multi-turn trajectory's observations (its environment's messages between turns,
+``Traj.obs_spans``) are context: masked out of the loss, only generated tokens are trained.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ class Batch:
 
     input_ids: torch.Tensor  # [B, L]
     attention_mask: torch.Tensor  # [B, L]
-    loss_mask: torch.Tensor  # [B, L-1], 1 on response tokens
+    loss_mask: torch.Tensor  # [B, L-1], 1 on generated response tokens (not observations)
     old_logprobs: torch.Tensor  # [B, L-1], behaviour log-probs (NaN where unknown)
     advantages: torch.Tensor  # [B]
 
@@ -52,8 +54,13 @@ class Batch:
         return int(self.loss_mask.sum().item())
 
 
+def trained_tokens(trajs: Sequence[Traj]) -> int:
+    """Tokens the loss covers: the generated ones (observations are context)."""
+    return sum(t.generated_tokens for t in trajs)
+
+
 def build_batch(trajs: Sequence[Traj], advantages: Sequence[float], pad_id: int) -> Batch:
-    """Pad prompt + response of each trajectory; the loss covers response tokens only."""
+    """Pad prompt + response of each trajectory; the loss covers generated tokens only."""
     seqs = [[*t.prompt_ids, *t.tokens] for t in trajs]
     length = max(len(s) for s in seqs)
     b = len(seqs)
@@ -69,6 +76,8 @@ def build_batch(trajs: Sequence[Traj], advantages: Sequence[float], pad_id: int)
         m = min(n, len(t.logprobs))  # warm-up data has no behaviour log-probs
         if m:
             old[i, p - 1 : p - 1 + m] = torch.tensor(t.logprobs[:m], dtype=torch.float32)
+        for start, end in getattr(t, "obs_spans", ()):  # observations: context, not trained
+            mask[i, p - 1 + start : p - 1 + end] = 0.0
     return Batch(ids, attn, mask, old, torch.tensor(list(advantages), dtype=torch.float32))
 
 

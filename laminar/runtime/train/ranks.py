@@ -201,7 +201,7 @@ class TrainerRank:
         trajs, advantages = data
         cpu0 = time.process_time()
         g = self.cfg.runtime.grpo
-        denom = max(1, sum(len(t.tokens) for t in trajs))
+        denom = max(1, sum(t.generated_tokens for t in trajs))  # observations are not trained
         self.model.train()
         self.opt.zero_grad()
         totals: dict[str, float] = {}

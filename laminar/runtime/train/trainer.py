@@ -148,9 +148,9 @@ class Trainer:
             loadavg_1m=os.getloadavg()[0],
             trajectories=len(trajs),
             reward_mean=statistics.fmean(t.reward for t in trajs),
-            response_len_mean=statistics.fmean(len(t.tokens) for t in trajs),
+            response_len_mean=statistics.fmean(t.generated_tokens for t in trajs),
             tokens=sum(len(t.prompt_ids) + len(t.tokens) for t in trajs),
-            response_tokens=sum(len(t.tokens) for t in trajs),
+            response_tokens=sum(t.generated_tokens for t in trajs),  # observations aside
             staleness_mean=statistics.fmean(stale),
             staleness_max=max(stale),
         )
