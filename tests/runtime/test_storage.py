@@ -296,3 +296,41 @@ def test_shards_saved_on_two_machines_travel_to_the_driver_and_back_to_a_restart
     assert version == 5
     for k, v in saved[0].items():
         np.testing.assert_array_equal(restored[k], v)
+
+
+class _Call:
+    def __init__(self, fn):
+        self.remote = fn
+
+
+class FakeTrainer:
+    """The trainer actor's face as the driver calls it (plain values for Ray's references)."""
+
+    def __init__(self):
+        self.save_model = _Call(self._save)
+        self.saved_to: list = []
+
+    def _save(self, out):
+        self.saved_to.append(out)
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "model.safetensors").write_bytes(b"weights")
+        (out / "config.json").write_text("{}")
+        return str(out)
+
+
+def test_a_shared_paths_final_model_is_moved_into_the_run_directory(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "model").mkdir()
+    (run / "model" / "stale").write_text("an earlier model")  # replaced whole
+    shared = Storage("shared", root=tmp_path / "nfs" / "run-abc")
+    trainer = FakeTrainer()
+    shared.save_model(trainer, str(run / "model"))
+    assert trainer.saved_to == [str(tmp_path / "nfs" / "run-abc" / "model")]
+    assert sorted(p.name for p in (run / "model").iterdir()) == ["config.json", "model.safetensors"]
+    assert not (tmp_path / "nfs" / "run-abc" / "model").exists()
+    assert not [p for p in run.iterdir() if p.name.startswith(".")]
+    local = FakeTrainer()
+    Storage("local").save_model(local, str(run / "model2"))  # the trainer writes it itself
+    assert local.saved_to == [str(run / "model2")]

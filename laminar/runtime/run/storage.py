@@ -356,10 +356,8 @@ class Storage:
 
     def save_model(self, trainer: Any, model_out: str) -> str:
         """The trainer's final policy as a Hugging Face directory at ``model_out`` (here)."""
-        import ray
-
         if self.kind == "local":
-            return ray.get(trainer.save_model.remote(model_out))
+            return _wait(trainer.save_model.remote(model_out))
         out = Path(model_out)
         tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
         shutil.rmtree(tmp, ignore_errors=True)
@@ -367,14 +365,14 @@ class Storage:
             assert self.root is not None
             src = self.root / "model"
             shutil.rmtree(src, ignore_errors=True)
-            ray.get(trainer.save_model.remote(str(src)))
+            _wait(trainer.save_model.remote(str(src)))
             shutil.move(str(src), tmp)
         else:
             assert self.stage is not None
             src = self.stage / f"model-{uuid.uuid4().hex[:8]}"
             lead = _rank_machines(trainer)[0]  # rank 0 writes the model file
             try:
-                ray.get(trainer.save_model.remote(src))
+                _wait(trainer.save_model.remote(src))
                 submit, get = on_machine(lead)
                 pull_tree(submit, get, src, tmp, chunk_bytes=self.chunk_bytes, window=self.window)
             finally:
@@ -384,11 +382,16 @@ class Storage:
         return model_out
 
 
-def _rank_machines(trainer: Any) -> list[str]:
-    """The trainer's ranks' machines, rank 0's first, each once."""
+def _wait(ref: Any) -> Any:
+    """A Ray call's result (a plain value as it is: a stand-in trainer in tests)."""
     import ray
 
-    return list(dict.fromkeys(ray.get(trainer.rank_nodes.remote())))
+    return ray.get(ref) if isinstance(ref, ray.ObjectRef) else ref
+
+
+def _rank_machines(trainer: Any) -> list[str]:
+    """The trainer's ranks' machines, rank 0's first, each once."""
+    return list(dict.fromkeys(_wait(trainer.rank_nodes.remote())))
 
 
 def _remove_on(machines: list[str], path: NodePath) -> None:
