@@ -88,10 +88,25 @@ def test_user_errors_exit_2_and_write_nothing(tmp_path, capsys, extra, message):
     assert not out.exists()
 
 
+def _smallest_cluster(preset: str) -> int:
+    """Whole machines (at least 32 GPUs) whose trainer share holds the preset's trainer, by the
+    memory check (laminar.specs.memory): the test follows the memory model, not a copy of it."""
+    import math
+
+    from laminar.config import load_config
+    from laminar.specs.memory import check_fit
+
+    cfg = load_config(preset=preset)
+    need = check_fit(cfg).min_trainer_gpus
+    per, frac = cfg.cluster.gpus_per_machine, cfg.cluster.trainer_fraction
+    trainer_machines = math.ceil(need / per)
+    return max(32, per * math.ceil(trainer_machines / frac))
+
+
 @pytest.mark.parametrize("preset", ["paper-math-7b", "paper-math-32b", "paper-math-72b"])
 def test_presets_scale_down(tmp_path, preset):
     out = tmp_path / preset
-    gpus = 64 if preset.endswith("72b") else 32  # 72B's trainer needs 32 GPUs (laminar.specs)
+    gpus = _smallest_cluster(preset)
     sets = ["--set", f"cluster.gpus={gpus}", "--set", "workload.steps=2",
             "--set", "sim.warmup_steps=1"]  # fmt: skip
     assert main(["simulate", "--preset", preset, *sets, "--out", str(out)]) == 0
