@@ -19,7 +19,7 @@ from tests.runtime.test_train_e2e import _small
 
 pytestmark = pytest.mark.slow
 
-LATENCY_S = 0.5  # two calls a conversation: >= 1 s under way, when the kill comes
+LATENCY_S = 1.0  # two calls a conversation: >= 2 s under way each
 MODULE = '''
 import asyncio
 import os
@@ -72,9 +72,16 @@ def test_a_multi_turn_run_survives_a_rollout_kill_and_replays(tmp_path, capsys):
             max_turns: 3
             timeout_s: 10
         """))  # fmt: skip
-    args = _small(tmp_path, "laminar", 4, "runtime.faults.replace_dead=false")
+    # repack off: a repack drained r0 to r1 just before the kill once, leaving nothing to
+    # recover (moves between turns are tested in test_turns.py)
+    args = _small(tmp_path, "laminar", 4, "runtime.faults.replace_dead=false",
+                  "repack.enabled=false")  # fmt: skip
     args[1:1] = [str(config)]  # the config file, then the preset's defaults under it
-    args += ["--fault", "kill-rollout:r0@1"]  # r1 takes its conversations over, and goes on
+    # 1.5 s into the loop: the first conversations started at the loop's start and spend >= 2 s
+    # waiting on step, so they are under way whatever the machine's speed (right after a step,
+    # or at 5 s, the rollouts had finished their prompts and waited for the trainer: nothing to
+    # recover); r1 takes them over and goes on
+    args += ["--fault", "kill-rollout:r0@1.5s"]
     assert main(args) == 0
     run = tmp_path / "run-laminar"
     summary = json.loads((run / "summary.json").read_text())
