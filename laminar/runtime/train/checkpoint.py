@@ -53,8 +53,6 @@ def latest_checkpoint(path: str | Path) -> Path | None:
 def save(model: Any, opt: Any, version: int, root: str | Path | NodePath) -> str:
     """Collective: every rank calls it. Returns the committed checkpoint directory."""
     import torch.distributed as dist
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict
 
     per_machine = isinstance(root, NodePath)
     root = local_path(root)
@@ -64,30 +62,35 @@ def save(model: Any, opt: Any, version: int, root: str | Path | NodePath) -> str
     if per_machine:  # a fresh directory on each machine, collected by the driver
         final.mkdir(parents=True, exist_ok=True)
         dist.barrier()
-        model_sd, optim_sd = get_state_dict(model, opt)
-        dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(final))
-        dist.barrier()
-        if lead:
-            meta = {"version": version, "ranks": dist.get_world_size()}
-            (final / META_NAME).write_text(json.dumps(meta))
+        _save_shards(model, opt, final, version)
         dist.barrier()
         return str(final)
     if lead:
         root.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)  # a save that died half-way
     dist.barrier()
-    model_sd, optim_sd = get_state_dict(model, opt)
-    dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(tmp))
-    dist.barrier()
+    _save_shards(model, opt, tmp, version)
     if lead:
-        meta = {"version": version, "ranks": dist.get_world_size()}
-        (tmp / META_NAME).write_text(json.dumps(meta))
         shutil.rmtree(final, ignore_errors=True)  # the same version saved again
         os.rename(tmp, final)
         for _, old in list_checkpoints(root)[:-KEEP]:
             shutil.rmtree(old, ignore_errors=True)
     dist.barrier()
     return str(final)
+
+
+def _save_shards(model: Any, opt: Any, into: Path, version: int) -> None:
+    """Every rank's shards of model and optimizer into ``into``; then rank 0 writes the meta."""
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    model_sd, optim_sd = get_state_dict(model, opt)
+    dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(into))
+    dist.barrier()
+    if dist.get_rank() == 0:
+        meta = {"version": version, "ranks": dist.get_world_size()}
+        (into / META_NAME).write_text(json.dumps(meta))
 
 
 def load(model: Any, opt: Any, path: str | Path | NodePath) -> int:
