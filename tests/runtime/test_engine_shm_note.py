@@ -98,3 +98,37 @@ def test_a_process_that_entered_the_run_notes_where_the_guardian_looks(tmp_path,
         assert not queue.exists()
     finally:
         queue.unlink(missing_ok=True)
+
+
+def test_an_actor_of_a_local_ray_notes_where_the_guardian_looks(tmp_path, monkeypatch):
+    """A local Ray's actors inherit the driver's environment (``RunDirs.env``: TMPDIR already
+    inside the run's directory) and then enter the run: their note must land where the guardian,
+    started before that environment, reads (CI of stop 34: two engine queues left after a
+    SIGKILLed driver, their notes nested one run directory deeper)."""
+    import subprocess
+    import sys
+
+    from laminar.runtime.run.ray_run import make_dirs
+
+    monkeypatch.delenv(nodes.SCRATCH_ROOT_ENV, raising=False)
+    monkeypatch.delenv(nodes.SHM_ROOT_ENV, raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    dirs = make_dirs()
+    assert dirs.tmp == nodes.run_dir(dirs.run_id, "scratch")  # the guardian's view
+    queue = _shm_file()
+    actor = (
+        "import sys; from laminar.runtime.cluster import nodes\n"
+        "nodes.enter_run(sys.argv[1]); nodes.record_engine_shm(sys.argv[1], 'r0', [sys.argv[2]])\n"
+        "print(nodes.run_dir(sys.argv[1], 'scratch'), nodes.run_dir(sys.argv[1], 'shm'))"
+    )
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", actor, dirs.run_id, str(queue)],
+            env={**os.environ, **dirs.env()}, capture_output=True, text=True, check=True,
+        ).stdout.split()  # fmt: skip
+        assert out == [str(dirs.tmp), str(dirs.shm)]
+        assert nodes.unlink_engine_shm(dirs.run_id) == [str(queue)]  # in the guardian's env
+        assert not queue.exists()
+    finally:
+        queue.unlink(missing_ok=True)

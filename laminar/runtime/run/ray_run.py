@@ -13,7 +13,6 @@ import dataclasses
 import logging
 import os
 import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -52,12 +51,18 @@ class RunDirs:
 
     run_id: str
     tmp: Path  # /tmp/laminar-<id>
-    shm: Path  # /dev/shm/laminar-<id> (or under tmp where /dev/shm is missing)
+    shm: Path  # /dev/shm/laminar-<id> (where there is no /dev/shm: the same directory as tmp)
 
     def env(self) -> dict[str, str]:
         """Variables of the driver and of a local Ray's processes (paths on this machine)."""
         return {
             **self.job_env(),
+            # The roots, pinned: with TMPDIR moved into the run's directory, a local Ray's actors
+            # would otherwise derive their run directory inside it, and the engine-shm notes
+            # they write (nodes.record_engine_shm) were not where the guardian or a --resume
+            # looks (a SIGKILLed driver left two engine queues in /dev/shm, CI of stop 34).
+            nodes.SCRATCH_ROOT_ENV: str(self.tmp.parent),
+            nodes.SHM_ROOT_ENV: str(self.shm.parent),
             "TMPDIR": str(self.tmp / "tmp"),  # vLLM's sockets, /tmp/vllm_dist_*, torch caches
             "TORCHINDUCTOR_CACHE_DIR": str(self.tmp / "inductor"),
             "VLLM_RPC_BASE_PATH": str(self.tmp / "vllm-rpc"),
@@ -76,9 +81,8 @@ class RunDirs:
 
 def make_dirs() -> RunDirs:
     run_id = uuid.uuid4().hex[:10]
-    tmp = Path(tempfile.gettempdir()) / f"laminar-{run_id}"
-    shm_base = Path("/dev/shm") if Path("/dev/shm").is_dir() else tmp
-    dirs = RunDirs(run_id, tmp, shm_base / f"laminar-{run_id}")
+    # the same directories every process of the run derives (nodes.run_dir)
+    dirs = RunDirs(run_id, nodes.run_dir(run_id, "scratch"), nodes.run_dir(run_id, "shm"))
     for d in (dirs.tmp, dirs.shm, *(dirs.tmp / n for n in ("tmp", "vllm-rpc", "vllm-cache"))):
         d.mkdir(parents=True, exist_ok=True)
     return dirs
