@@ -5,7 +5,8 @@ would on a real cluster.
 
 One run carries every check: 2 trainer ranks train, the trainer is killed and restarts from a
 checkpoint pushed back to its machine, the driver is stopped with SIGTERM, ``--resume`` goes
-on from the newest checkpoint, and the final model arrives, loadable, in the driver's run
+on from the newest checkpoint (the SIGTERMed session ended cleanly: nothing of it to reap),
+and the final model arrives, loadable, in the driver's run
 directory; nothing of it is left on the machines.
 """
 
@@ -91,6 +92,8 @@ def test_trainer_kill_sigterm_and_resume_without_a_shared_filesystem(apart, tmp_
     finally:
         if proc.poll() is None:
             proc.kill()
+    (stopped,) = json.loads((run / "sessions.json").read_text())
+    assert stopped["ended"]  # SIGTERM: the session tore itself down (nothing for a resume to reap)
     faults = json.loads((run / "faults.json").read_text())
     (kill,) = [f for f in faults if f["kind"] == "kill-trainer"]
     assert kill["resumed_version"] >= 1 and "checkpoints/step-000000" in kill["checkpoint"]
