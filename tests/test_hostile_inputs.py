@@ -293,6 +293,17 @@ def test_a_one_group_trace_replays_with_a_warning_and_is_refused_by_fit(tmp_path
     assert "one GRPO group" in _error(capsys)
 
 
+# ``python -m laminar`` with Python's own SIGINT/SIGTERM handlers: a test runner started in the
+# background of a non-interactive shell inherits SIGINT ignored (POSIX), its children do too,
+# and laminar rightly leaves an ignored signal ignored: the run then finished and exited 0.
+_LAMINAR_WITH_DEFAULT_SIGNALS = (
+    "import runpy, signal; "
+    "signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "signal.signal(signal.SIGTERM, signal.SIG_DFL); "
+    "runpy.run_module('laminar', run_name='__main__', alter_sys=True)"
+)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig, code", [("SIGTERM", 143), ("SIGINT", 130)])
 def test_a_signal_during_simulate_leaves_nothing(tmp_path, sig, code):
@@ -304,7 +315,7 @@ def test_a_signal_during_simulate_leaves_nothing(tmp_path, sig, code):
     # mid-run however loaded the machine is.
     argv = ["simulate", "--set", "workload.steps=100", "--out", "run"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "laminar", *argv],
+        [sys.executable, "-c", _LAMINAR_WITH_DEFAULT_SIGNALS, *argv],
         cwd=tmp_path,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
