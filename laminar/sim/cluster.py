@@ -18,13 +18,7 @@ from laminar.errors import ConfigError
 from laminar.sim.cost import CostModel
 from laminar.sim.decoder import Decoder
 from laminar.sim.faults import FaultInjector
-from laminar.sim.layout import (
-    StepTime,
-    TrainerLayout,
-    check_layout,
-    recomputes_old_logprob,
-    step_time,
-)
+from laminar.sim.layout import StepTime, TrainerLayout, recomputes_old_logprob, step_time
 from laminar.sim.manager import RolloutManager
 from laminar.sim.pools import ExperienceBuffer, PartialResponsePool, PromptPool
 from laminar.sim.relay import RelayChain
@@ -32,6 +26,7 @@ from laminar.sim.replica import Replica
 from laminar.sim.steady import warmup_steps
 from laminar.sim.systems import GpuSplit, System
 from laminar.sim.trainer import Trainer
+from laminar.specs.layoutfit import check_layout
 
 
 def check_setup(cfg: LaminarConfig, system: System, cost: CostModel) -> GpuSplit:

@@ -44,20 +44,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from laminar.errors import ConfigError
 from laminar.sim.cost import CostModel
+from laminar.specs.layoutfit import Layout
 
 FWD_BWD_FORWARDS = 3  # backward = 2 forwards (Kaplan et al. 2020), as laminar.sim.costtrain
 
 
 @dataclass(frozen=True, slots=True)
-class TrainerLayout:
-    """The trainer's parallel degrees and optimizer updates per step."""
+class TrainerLayout(Layout):
+    """The trainer's parallel degrees (:class:`~laminar.specs.layoutfit.Layout`'s tp, pp, ep,
+    cp) and optimizer updates per step."""
 
-    tp: int = 1
-    pp: int = 1
-    ep: int = 1
-    cp: int = 1
     mini_batches: int = 1
     micro_batch_tokens: int = 0
     """Tokens of one micro-batch (0: one longest trajectory; set by :meth:`of`)."""
@@ -70,51 +67,9 @@ class TrainerLayout:
         return cls(t.tp, t.pp, t.ep, t.cp, t.mini_batches, mb)
 
     @property
-    def model_parallel(self) -> int:
-        """GPUs of one data-parallel replica: tp x cp x pp."""
-        return self.tp * self.cp * self.pp
-
-    @property
     def plain(self) -> bool:
         """Data parallelism alone, one update a step (the cost model's own ``train_s``)."""
         return self.tp == self.pp == self.ep == self.cp == self.mini_batches == 1
-
-    def data_parallel(self, gpus: int) -> int:
-        """Data-parallel replicas on ``gpus`` trainer GPUs."""
-        return max(1, gpus // self.model_parallel)
-
-
-def check_layout(layout: TrainerLayout, gpus: int, *, experts: int, layers: int | None) -> None:
-    """:class:`ConfigError` naming the ``trainer`` key when ``layout`` cannot be laid on
-    ``gpus`` trainer GPUs of a model with ``experts`` routed experts (0: dense) and ``layers``
-    layers (None: unknown, as from a cost file)."""
-    if layout.plain:
-        return
-    mp = layout.model_parallel
-    if gpus % mp:
-        key = "trainer.tp" if layout.tp > 1 else "trainer.pp" if layout.pp > 1 else "trainer.cp"
-        raise ConfigError(
-            "config", key,
-            f"tp x cp x pp = {layout.tp} x {layout.cp} x {layout.pp} = {mp} does not divide the "
-            f"trainer's {gpus} GPUs; the data-parallel degree must be whole",
-        )  # fmt: skip
-    if layout.ep > 1:
-        if not experts:
-            raise ConfigError("config", "trainer.ep", f"{layout.ep}: the model has no experts")
-        if layout.ep > experts:
-            raise ConfigError(
-                "config", "trainer.ep", f"{layout.ep} exceeds the model's {experts} routed experts"
-            )
-        if (gpus // layout.pp) % layout.ep:
-            raise ConfigError(
-                "config", "trainer.ep",
-                f"{layout.ep} does not divide the {gpus // layout.pp} GPUs of a pipeline stage "
-                f"(trainer GPUs {gpus} / pp {layout.pp}): experts fold over them",
-            )  # fmt: skip
-    if layers is not None and layout.pp > layers:
-        raise ConfigError(
-            "config", "trainer.pp", f"{layout.pp} stages exceed the model's {layers} layers"
-        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,8 @@ POWERS = tuple(2**i for i in range(11))  # 1..1024, the config's bounds
 
 @dataclass(frozen=True, slots=True)
 class Layout:
-    """tp, pp, ep, cp of a trainer."""
+    """tp, pp, ep, cp of a trainer (``trainer.tp/pp/ep/cp``): the one definition the memory fit
+    and the simulator share (``laminar.sim.layout.TrainerLayout`` adds a step's updates)."""
 
     tp: int = 1
     pp: int = 1
@@ -39,8 +40,12 @@ class Layout:
 
     @property
     def model_parallel(self) -> int:
-        """GPUs of one data-parallel replica."""
-        return self.tp * self.pp * self.cp
+        """GPUs of one data-parallel replica: tp x cp x pp."""
+        return self.tp * self.cp * self.pp
+
+    def data_parallel(self, gpus: int) -> int:
+        """Data-parallel replicas on ``gpus`` trainer GPUs."""
+        return max(1, gpus // self.model_parallel)
 
     def __str__(self) -> str:
         return f"tp={self.tp}, pp={self.pp}, ep={self.ep}, cp={self.cp}"
@@ -52,14 +57,51 @@ def layout_of(cfg: Any) -> Layout:
     return Layout(t.tp, t.pp, t.ep, t.cp)
 
 
-def valid(layout: Layout, gpus: int, spec: ModelSpec) -> bool:
-    """Whether ``layout`` can be laid on ``gpus`` trainer GPUs of ``spec`` at all (the rules
-    ``laminar.sim.layout.check_layout`` enforces)."""
-    if gpus % layout.model_parallel or layout.pp > spec.layers:
-        return False
+def layout_problem(
+    layout: Layout, gpus: int, *, experts: int, layers: int | None
+) -> ConfigError | None:
+    """Why ``layout`` cannot be laid on ``gpus`` trainer GPUs of a model with ``experts`` routed
+    experts (0: dense) and ``layers`` layers (None: unknown, as from a cost file), as the
+    :class:`ConfigError` naming the ``trainer`` key; None when it can."""
+    mp = layout.model_parallel
+    if gpus % mp:
+        key = "trainer.tp" if layout.tp > 1 else "trainer.pp" if layout.pp > 1 else "trainer.cp"
+        return ConfigError(
+            "config", key,
+            f"tp x cp x pp = {layout.tp} x {layout.cp} x {layout.pp} = {mp} does not divide the "
+            f"trainer's {gpus} GPUs; the data-parallel degree must be whole",
+        )  # fmt: skip
     if layout.ep > 1:
-        return spec.is_moe and layout.ep <= spec.experts and (gpus // layout.pp) % layout.ep == 0
-    return True
+        if not experts:
+            return ConfigError("config", "trainer.ep", f"{layout.ep}: the model has no experts")
+        if layout.ep > experts:
+            return ConfigError(
+                "config", "trainer.ep", f"{layout.ep} exceeds the model's {experts} routed experts"
+            )
+        if (gpus // layout.pp) % layout.ep:
+            return ConfigError(
+                "config", "trainer.ep",
+                f"{layout.ep} does not divide the {gpus // layout.pp} GPUs of a pipeline stage "
+                f"(trainer GPUs {gpus} / pp {layout.pp}): experts fold over them",
+            )  # fmt: skip
+    if layers is not None and layout.pp > layers:
+        return ConfigError(
+            "config", "trainer.pp", f"{layout.pp} stages exceed the model's {layers} layers"
+        )
+    return None
+
+
+def check_layout(layout: Layout, gpus: int, *, experts: int, layers: int | None) -> None:
+    """:func:`layout_problem`, raised."""
+    problem = layout_problem(layout, gpus, experts=experts, layers=layers)
+    if problem is not None:
+        raise problem
+
+
+def valid(layout: Layout, gpus: int, spec: ModelSpec) -> bool:
+    """Whether ``layout`` can be laid on ``gpus`` trainer GPUs of ``spec`` at all
+    (:func:`layout_problem`)."""
+    return layout_problem(layout, gpus, experts=spec.experts, layers=spec.layers) is None
 
 
 def rank_bytes(cfg: Any, spec: ModelSpec, layout: Layout, gpus: int) -> float:

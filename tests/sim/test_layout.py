@@ -10,7 +10,8 @@ from laminar.config import load_config
 from laminar.errors import ConfigError
 from laminar.sim import simulate
 from laminar.sim.costdata import derive
-from laminar.sim.layout import TrainerLayout, check_layout, grad_sync_s, step_time
+from laminar.sim.layout import TrainerLayout, grad_sync_s, step_time
+from laminar.specs.layoutfit import Layout
 from laminar.specs.trainer import train_mfu
 
 from .conftest import small_config
@@ -101,27 +102,12 @@ def test_moe_training_efficiency_is_sourced_apart_from_dense():
     assert train_mfu("hopper", 39e9, moe=True).value > moe.value  # interpolated in log params
 
 
-@pytest.mark.parametrize(
-    "layout, gpus, experts, key",
-    [
-        (TrainerLayout(tp=3), 8, 0, "trainer.tp"),
-        (TrainerLayout(pp=3), 8, 0, "trainer.pp"),
-        (TrainerLayout(cp=3), 8, 0, "trainer.cp"),
-        (TrainerLayout(ep=2), 8, 0, "trainer.ep"),
-        (TrainerLayout(ep=256), 512, 128, "trainer.ep"),
-        (TrainerLayout(ep=16, pp=2), 16, 128, "trainer.ep"),
-    ],
-)
-def test_a_layout_that_cannot_be_laid_is_refused_by_key(layout, gpus, experts, key):
-    with pytest.raises(ConfigError) as e:
-        check_layout(layout, gpus, experts=experts, layers=None)
-    assert e.value.key_path == key
-
-
-def test_too_many_stages_for_the_layers():
-    with pytest.raises(ConfigError) as e:
-        check_layout(TrainerLayout(pp=64), 64, experts=0, layers=28)
-    assert e.value.key_path == "trainer.pp"
+def test_the_layout_is_the_specs_one():
+    """tp/pp/ep/cp are defined once (``laminar.specs.layoutfit.Layout``); the simulator's layout
+    adds a step's updates."""
+    layout = TrainerLayout.of(load_config(overrides=["trainer.tp=2", "trainer.pp=4"]))
+    assert isinstance(layout, Layout) and layout.model_parallel == 8
+    assert (layout.tp, layout.pp, layout.ep, layout.cp) == (2, 4, 1, 1) and not layout.plain
 
 
 def test_config_keys_are_bounded():

@@ -10,6 +10,7 @@ from laminar.sim import simulate
 from laminar.specs.hardware import hardware_spec
 from laminar.specs.layoutfit import (
     Layout,
+    check_layout,
     check_layout_fit,
     fit_problem,
     layouts,
@@ -82,3 +83,26 @@ def test_layouts_are_valid_and_smallest_first():
     sizes = [x.model_parallel for x in found]
     assert sizes == sorted(sizes) and max(x.tp for x in found) <= 8
     assert any(x.ep == 32 for x in found)
+
+
+@pytest.mark.parametrize(
+    "layout, gpus, experts, key",
+    [
+        (Layout(tp=3), 8, 0, "trainer.tp"),
+        (Layout(pp=3), 8, 0, "trainer.pp"),
+        (Layout(cp=3), 8, 0, "trainer.cp"),
+        (Layout(ep=2), 8, 0, "trainer.ep"),
+        (Layout(ep=256), 512, 128, "trainer.ep"),
+        (Layout(ep=16, pp=2), 16, 128, "trainer.ep"),
+    ],
+)
+def test_a_layout_that_cannot_be_laid_is_refused_by_key(layout, gpus, experts, key):
+    with pytest.raises(ConfigError) as e:
+        check_layout(layout, gpus, experts=experts, layers=None)
+    assert e.value.key_path == key
+
+
+def test_too_many_stages_for_the_layers():
+    with pytest.raises(ConfigError) as e:
+        check_layout(Layout(pp=64), 64, experts=0, layers=28)
+    assert e.value.key_path == "trainer.pp"
