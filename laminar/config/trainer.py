@@ -1,5 +1,6 @@
 """Trainer section: the trainer's parallel layout and which forward passes a step runs
-(owned by ``laminar.sim.layout``)."""
+(the layout is ``laminar.specs.layoutfit.Layout``; what a step costs on it,
+``laminar.sim.layout``)."""
 
 from __future__ import annotations
 
