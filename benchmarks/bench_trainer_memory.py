@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import sys
 import time
 from pathlib import Path
@@ -30,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from laminar.config import LaminarConfig, load_config
-from laminar.runtime.train.local import run_ranks
+from laminar.runtime.train.local import full_batch, pretrained_config, run_ranks
 from laminar.runtime.train.peakmem import MALLOC_ENV
 from laminar.specs.runfit import runtime_model_spec, runtime_trainer_memory
 
@@ -41,35 +40,6 @@ SHAPES = {
                   tie_word_embeddings=True),
 }  # fmt: skip
 MiB = 2**20
-
-
-def _cfg(model: Path, ranks: int, tokens: int, ckpt: bool = True) -> dict:
-    return load_config(
-        preset="tiny-cpu",
-        overrides=[
-            f"runtime.model={{type: pretrained, path: {model}}}",
-            "runtime.trainer_cpus=''",
-            f"runtime.trainer_ranks={ranks}",
-            f"runtime.grpo.activation_checkpointing={str(ckpt).lower()}",
-            f"runtime.grpo.micro_batch_tokens={tokens}",
-            "workload.max_prompt_len=16",
-            f"workload.max_response_len={tokens - 16}",
-        ],
-    ).model_dump(mode="json")
-
-
-def _data(tokens: int, n: int):
-    from laminar.runtime.records import Traj
-
-    rng = random.Random(0)
-    trajs = []
-    for i in range(n):
-        toks = [rng.randrange(3, 500) for _ in range(tokens - 16)]
-        trajs.append(
-            Traj(f"t{i}", i, 0, tuple(range(3, 19)), 0, tokens, tokens=toks,
-                 logprobs=[-1.0] * len(toks))
-        )
-    return trajs, [1.0 if i % 2 == 0 else -1.0 for i in range(n)]
 
 
 def _bare(rank, world, init):
@@ -97,7 +67,7 @@ def _load_and_step(rank, world, init, cfg, work_dir, tokens):
     load_peak = peakmem.peak() - built
     shard = sum(p.to_local().numel() * 4 for p in r.model.parameters())
     largest = max(p.numel() * 4 for p in r.model.parameters())
-    trajs, adv = _data(tokens, world)
+    trajs, adv = full_batch(tokens, world)
     plan = rank_plan([tokens] * world, world, tokens)
     peakmem.reset_peak()
     r.train_step((trajs, adv), plan[rank])
@@ -117,10 +87,10 @@ def _activations(rank, world, init, cfg, work_dir, tokens):
     r.join(init, threads=2)
     r.build()
     r.prepare()
-    small, adv = _data(64, 1)
+    small, adv = full_batch(64, 1)
     r.train_step((small, adv), [[0]])  # gradients and AdamW states exist from here on
     held = peakmem.rss()
-    trajs, adv = _data(tokens, 1)
+    trajs, adv = full_batch(tokens, 1)
     peakmem.reset_peak()
     t = time.perf_counter()
     r.train_step((trajs, adv), [[0]])
@@ -160,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     result["bare_torch_rss"] = bare
     step_tokens = 64
     for n in args.ranks:
-        cfg = _cfg(model, n, step_tokens)
+        cfg = pretrained_config(model, ranks=n, tokens=step_tokens).model_dump(mode="json")
         est = runtime_trainer_memory(LaminarConfig.model_validate(cfg))
         outs = run_ranks(n, _load_and_step, cfg, str(root / f"work{n}"), step_tokens,
                          timeout_s=1800)
@@ -172,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
                        **{**SHAPES[args.shape], "num_hidden_layers": args.act_layers})  # fmt: skip
     result["activations"] = {}
     for ckpt in (True, False):
-        cfg = _cfg(act_model, 1, args.act_tokens, ckpt)
+        cfg = pretrained_config(act_model, ranks=1, tokens=args.act_tokens, ckpt=ckpt)
+        cfg = cfg.model_dump(mode="json")
         est = runtime_trainer_memory(LaminarConfig.model_validate(cfg))
         out = run_ranks(1, _activations, cfg, str(root / "work-act"), args.act_tokens,
                         timeout_s=3600)[0]  # fmt: skip

@@ -9,12 +9,11 @@ cover too."""
 from __future__ import annotations
 
 import os
-import random
 
 import pytest
 
-from laminar.config import load_config
 from laminar.runtime.models.localmodel import make_model_dir
+from laminar.runtime.train.local import pretrained_config
 from laminar.runtime.train.peakmem import MALLOC_ENV
 from laminar.specs.runfit import CPU_RANK_RESERVE_BYTES, runtime_trainer_memory
 from tests.train.dist import run_ranks
@@ -34,25 +33,9 @@ SHAPES = [  # (model shape, tokens a micro-batch, checkpointing, ranks, kl_coef)
 ]  # fmt: skip
 
 
-def _cfg(model, tokens, ckpt, ranks, kl):
-    return load_config(
-        preset="tiny-cpu",
-        overrides=[
-            f"runtime.model={{type: pretrained, path: {model}}}",
-            "runtime.trainer_cpus=''",
-            f"runtime.trainer_ranks={ranks}",
-            f"runtime.grpo.kl_coef={kl}",
-            f"runtime.grpo.activation_checkpointing={str(ckpt).lower()}",
-            f"runtime.grpo.micro_batch_tokens={tokens}",
-            "workload.max_prompt_len=16",
-            f"workload.max_response_len={tokens - 16}",
-        ],
-    )
-
-
 def _step(rank, world, init, cfg, work_dir, tokens):
-    from laminar.runtime.records import Traj
     from laminar.runtime.train import peakmem
+    from laminar.runtime.train.local import full_batch
     from laminar.runtime.train.ranks import TrainerRank, rank_plan
 
     r = TrainerRank(cfg, work_dir, rank, world)
@@ -60,15 +43,9 @@ def _step(rank, world, init, cfg, work_dir, tokens):
     r.build()  # the model on the meta device: imports, tokenizer, process group, no weights
     base = peakmem.rss()
     r.prepare()
-    rng = random.Random(rank)
-    trajs, adv = [], []
-    for i in range(world):  # one full micro-batch for every rank
-        toks = [rng.randrange(3, 500) for _ in range(tokens - 16)]
-        lps = [-1.0] * len(toks)
-        trajs.append(Traj(f"t{i}", i, 0, tuple(range(3, 19)), 0, tokens, tokens=toks, logprobs=lps))
-        adv.append(1.0 if i % 2 == 0 else -1.0)
+    batch = full_batch(tokens, world, seed=rank)  # one full micro-batch for every rank
     plan = rank_plan([tokens] * world, world, tokens)
-    r.train_step((trajs, adv), plan[rank])
+    r.train_step(batch, plan[rank])
     return {"base": base, "peak": peakmem.peak()}
 
 
@@ -76,7 +53,7 @@ def _step(rank, world, init, cfg, work_dir, tokens):
 def test_estimate_bounds_the_measured_peak_of_a_cpu_step(tmp_path, case):
     shape, tokens, ckpt, ranks, kl = SHAPES[case]
     model = make_model_dir(tmp_path / "m", seed=0, max_positions=tokens, **shape)
-    cfg = _cfg(model, tokens, ckpt, ranks, kl)
+    cfg = pretrained_config(model, ranks=ranks, tokens=tokens, ckpt=ckpt, kl_coef=kl)
     est = runtime_trainer_memory(cfg)
     os.environ.update(MALLOC_ENV)
     try:
