@@ -13,6 +13,7 @@ import json
 import math
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,20 @@ def depth(value: Any, limit: int = MAX_JSON_DEPTH) -> int:
                 return deepest
             stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
     return deepest
+
+
+def leaves(value: Any, prefix: str = "") -> Iterator[tuple[Any, str]]:
+    """Every value inside ``value``'s mappings and lists, at any depth, with its key path from
+    ``prefix`` (``a.b[2]``); iterative, so no recursion limit (last keys first)."""
+    stack: list[tuple[Any, str]] = [(value, prefix)]
+    while stack:
+        v, key = stack.pop()
+        if isinstance(v, dict):
+            stack.extend((x, f"{key}.{k}" if key else str(k)) for k, x in v.items())
+        elif isinstance(v, list):
+            stack.extend((x, f"{key}[{i}]") for i, x in enumerate(v))
+        else:
+            yield v, key
 
 
 def load_json_text(

@@ -17,6 +17,7 @@ from laminar.inputfile import (
     InputFileError,
     depth,
     finite_number,
+    leaves,
     load_json,
     load_json_text,
     read_bytes,
@@ -86,6 +87,13 @@ def test_depth_matches_a_recursive_count(value):
 
     assert depth(value) == rec(value)
     assert load_json_text(json.dumps(value), "x") == value
+
+
+def test_leaves_name_every_value_by_its_key_path():
+    data = {"a": {"b": [1, {"c": 2.5}], "d": []}, "e": None}
+    assert sorted(leaves(data), key=lambda x: x[1]) == [
+        (1, "a.b[0]"), (2.5, "a.b[1].c"), (None, "e")]  # fmt: skip
+    assert list(leaves([7], "x")) == [(7, "x[0]")] and list(leaves(3)) == [(3, "")]
 
 
 @pytest.mark.parametrize(

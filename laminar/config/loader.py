@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 from laminar.config.root import LaminarConfig
 from laminar.config.yaml12 import MAX_INT_DIGITS, Dumper, Loader
 from laminar.errors import ConfigError
-from laminar.inputfile import InputFileError, read_text
+from laminar.inputfile import InputFileError, leaves, read_text
 
 RESOLVED_NAME = "config.yaml"
 
@@ -140,14 +140,8 @@ def check_whole_numbers(data: Any, source: str, prefix: str = "") -> None:
     """Refuse an integer of more than ``MAX_INT_DIGITS`` digits anywhere in ``data``
     (TOML reads them; no setting is within orders of magnitude of one), naming its key."""
     limit = 10**MAX_INT_DIGITS
-    stack: list[tuple[Any, str]] = [(data, prefix)]
-    while stack:
-        value, key = stack.pop()
-        if isinstance(value, dict):
-            stack.extend((v, f"{key}.{k}" if key else str(k)) for k, v in value.items())
-        elif isinstance(value, list):
-            stack.extend((v, f"{key}[{i}]") for i, v in enumerate(value))
-        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= limit:
+    for value, key in leaves(data, prefix):
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= limit:
             raise ConfigError(
                 source, _clip(key, 120), f"a whole number of {len(str(abs(value))):,} digits "
                 f"is out of range for any setting (at most {MAX_INT_DIGITS} digits)"

@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from laminar.errors import ConfigError, LaminarWarning
+from laminar.inputfile import leaves
 from laminar.specs.modelspec import ModelSpec
 
 # The largest value each config.json dimension may take. Real models stay orders of magnitude
@@ -332,14 +333,8 @@ class _Keys:
 def check_finite(data: dict[str, Any], source: str, where: str) -> None:
     """Every number in ``data`` (at any depth) finite: a NaN or infinite ``rope_theta`` is no
     model, even where Laminar does not read it."""
-    stack: list[tuple[Any, str]] = [(data, "")]
-    while stack:
-        value, key = stack.pop()
-        if isinstance(value, dict):
-            stack.extend((v, f"{key}.{k}" if key else str(k)) for k, v in value.items())
-        elif isinstance(value, list):
-            stack.extend((v, f"{key}[{i}]") for i, v in enumerate(value))
-        elif isinstance(value, float) and not math.isfinite(value):
+    for value, key in leaves(data):
+        if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(source, f"{where}{key}"[:120], f"{value} is not a finite number")
 
 
