@@ -178,3 +178,53 @@ def test_a_dead_trainers_take_is_superseded_and_gives_back_what_it_took():
     assert [g[0].traj_id for g in again] == [g[0].traj_id for g in served]
     assert report["consumed_twice"] == []
     assert sum(r["consumed_version"] >= 0 for r in buf.rows.values()) == 2
+
+
+class _Remote:
+    """``pool.method.remote(...)`` answered at once (with ``ray.get`` patched to identity)."""
+
+    def __init__(self, pool, closing=None):
+        self.pool, self.closing = pool, closing
+
+    def __getattr__(self, name):
+        method = getattr(self.pool, name)
+
+        class _Call:
+            @staticmethod
+            def remote(*args):
+                if self.closing and name == "take" and args[1] == self.closing[0]:
+                    self.closing[1] -= 1
+                    if self.closing[1] < 0:  # declared dead between two takes
+                        self.pool.reclaim(args[1], 0.0)
+                return method(*args)
+
+        return _Call
+
+
+@pytest.mark.parametrize("closing", [None, ("r2", 1)])
+def test_a_rollout_declared_dead_before_the_hand_out_leaves_its_share_to_the_others(
+    monkeypatch, closing
+):
+    """Sync mode hands each rollout its share of the step by name; one the manager declared
+    dead after the driver read its live rollouts gets nothing from the pool: its share goes to
+    the others (once the step waited 30 min for groups no one generated, CI of stop 35), each
+    extra share kept with its holder's hand-out for a later recovery. ``closing``: a second
+    rollout is declared dead during the extra hand-out."""
+    from types import SimpleNamespace
+
+    from laminar.config import load_config
+    from laminar.runtime.run.loops import _hand_out
+
+    monkeypatch.setattr("ray.get", lambda refs: refs)
+    pool = _pool(None)
+    pool.reclaim("r1", 0.0)  # the manager recovered r1 already
+    cfg = load_config(preset="tiny-cpu", overrides=["workload.prompts_per_step=7"])
+    a = SimpleNamespace(prompts=_Remote(pool, list(closing) if closing else None))
+    workers = {"r0": "h0", "r1": "h1", "r2": "h2"}
+    shares = dict(_hand_out(a, cfg, workers))
+    assert set(shares) == {"h0", "h1", "h2"} and shares["h1"] == []
+    assert sum(len(g) for g in shares.values()) == 7 == pool.issued_groups()
+    if closing:  # r2 kept its first share (reclaimed with it), r0 took the rest
+        assert len(shares["h2"]) == 2 and len(shares["h0"]) == 5
+    kept = {t.prompt_id for t in pool.reclaim("r0", 1.0)}
+    assert kept == {g.prompt_id for g in shares["h0"]}  # the whole share, for a recovery

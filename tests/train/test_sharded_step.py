@@ -103,12 +103,12 @@ def test_two_ranks_take_the_same_step_as_one(tmp_path, kl_coef):
     assert b"lm_head" in parts[0][2][8 : 8 + n]  # the tiny Llama does not tie its embeddings
 
 
-def _bucketed(rank, world, init, cfg, work_dir, out_path):
-    """Rank 1 as if on another machine: its rows travel in buckets, rank 0 writes them."""
-    import torch.distributed as dist
+def _sent(rank, world, init, cfg, work_dir, out_path):
+    """Rank 1 as if on another machine: its rows travel over the process group in buckets,
+    rank 0 writes its own and receives them (``RankGroup.export``'s path for such ranks)."""
     from safetensors.torch import save
 
-    from laminar.runtime.train.export import shard_buckets, write_pieces
+    from laminar.runtime.train.export import receive_rows, send_rows
     from laminar.runtime.train.ranks import TrainerRank
 
     r = TrainerRank(cfg, work_dir, rank, world)
@@ -116,23 +116,20 @@ def _bucketed(rank, world, init, cfg, work_dir, out_path):
     r.build()
     r.prepare()
     layout = r.layout()
-    mine = [] if rank == 0 else list(shard_buckets(r.model, layout, dtype=None, bucket_bytes=4096))
-    got = [None] * world if rank == 0 else None
-    dist.gather_object(mine, got, dst=0)
     sd = r.model.state_dict()
     full = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in sd.items()}
     if rank != 0:
-        return len(mine)
+        return send_rows(r.model, layout, dtype=None, dst=0, bucket_bytes=4096)
     with open(out_path, "wb") as f:
         f.truncate(layout.nbytes)
     r.export(out_path)
-    for bucket in got[1]:
-        write_pieces(out_path, layout.nbytes, bucket)
-    return save(full, metadata={"format": "pt"})
+    written = receive_rows(out_path, layout.nbytes, [1])
+    return save(full, metadata={"format": "pt"}), written
 
 
-def test_rows_sent_in_buckets_from_another_machine_make_the_same_file(tmp_path):
+def test_rows_sent_over_the_process_group_from_another_machine_make_the_same_file(tmp_path):
     cfg = _cfg(tmp_path, 0.0)
-    ref, buckets = run_ranks(2, _bucketed, cfg, str(tmp_path / "w"), str(tmp_path / "b.st"))
-    assert buckets > 1  # small buckets: several per rank
+    (ref, written), buckets = run_ranks(2, _sent, cfg, str(tmp_path / "w"), str(tmp_path / "b.st"))
+    assert buckets > 1  # small buckets: several
+    assert 0 < written < len(ref)  # rank 1's rows: part of the file, not all of it
     assert (tmp_path / "b.st").read_bytes() == ref

@@ -60,7 +60,9 @@ class PromptPool:
         cap = math.floor((self.consumed_steps + 1 + self.prefetch_steps) * self.prompts_per_step)
         return max(0, cap - self.issued)
 
-    def take(self, max_groups: int, holder: str = "", max_tokens: int = 0) -> list[PromptGroup]:
+    def take(
+        self, max_groups: int, holder: str = "", max_tokens: int = 0, more: bool = False
+    ) -> list[PromptGroup]:
         """Up to ``max_groups`` new prompt groups, within the budget.
 
         ``holder``: the rollout they are for, whose samples get ``max_tokens`` each. Its newest
@@ -68,6 +70,8 @@ class PromptPool:
         what it got in the partial pool, but it may die between this answer and that
         registration, and then only :meth:`reclaim` knows the samples were issued. A holder
         reclaimed already gets nothing (a dead rollout whose actor still runs for a moment).
+        ``more``: these add to the holder's newest hand-out (the driver gives it a dead
+        rollout's share of the same step before the holder has registered the first).
         """
         if holder in self.closed:
             return []
@@ -76,7 +80,8 @@ class PromptPool:
         out = [self.group(self.issued + i) for i in range(max(0, k))]
         self.issued += len(out)
         if holder:
-            self.handed[holder] = ([g.prompt_id for g in out], max_tokens)
+            before = self.handed.get(holder, ([], 0))[0] if more else []
+            self.handed[holder] = (before + [g.prompt_id for g in out], max_tokens)
         return out
 
     def reclaim(self, holder: str, now_s: float) -> list[Traj]:

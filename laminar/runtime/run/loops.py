@@ -108,16 +108,38 @@ def run_sync(
 def _hand_out(a: Any, cfg: LaminarConfig, workers: dict[str, Any]) -> list[tuple[Any, Any]]:
     """Each rollout's share of the step's prompt groups, handed out to it by name (the prompt
     pool keeps a share until that rollout asks again: recovery finds it if the rollout dies
-    before registering it)."""
+    before registering it). A rollout the manager declared dead after ``workers`` was read
+    gets nothing from the pool (its holder is closed): its share goes to the others, or the
+    step would wait for groups no one generates."""
     import ray
 
     wl = cfg.workload
-    sizes = [len(range(i, wl.prompts_per_step, len(workers))) for i in range(len(workers))]
+    names = list(workers)
+    sizes = _split(wl.prompts_per_step, len(names))
     takes = [
         a.prompts.take.remote(k, rid, wl.max_response_len)
-        for k, rid in zip(sizes, workers, strict=True)
+        for k, rid in zip(sizes, names, strict=True)
     ]
-    return list(zip(workers.values(), ray.get(takes), strict=True))
+    shares = dict(zip(names, ray.get(takes), strict=True))
+    short = wl.prompts_per_step - sum(len(g) for g in shares.values())
+    takers = [rid for rid, k in zip(names, sizes, strict=True) if len(shares[rid]) == k]
+    while short > 0 and takers:
+        extra = _split(short, len(takers))
+        got = ray.get([
+            a.prompts.take.remote(k, rid, wl.max_response_len, True)
+            for k, rid in zip(extra, takers, strict=True)
+        ])  # fmt: skip
+        for rid, k, g in zip(list(takers), extra, got, strict=True):
+            shares[rid] = [*shares[rid], *g]
+            short -= len(g)
+            if len(g) < k:  # closed meanwhile: declared dead too
+                takers.remove(rid)
+    return [(workers[rid], shares[rid]) for rid in names]
+
+
+def _split(total: int, parts: int) -> list[int]:
+    """``total`` dealt over ``parts`` as evenly as possible, the larger shares first."""
+    return [len(range(i, total, parts)) for i in range(parts)]
 
 
 def _plain_supervisor(a: Any, cfg: LaminarConfig) -> Any:

@@ -127,6 +127,16 @@ def shard_rows(model: Any, layout: Layout, *, dtype: str | None, lead: bool) -> 
     a time (a host copy of one shard, never the whole model); ``lead`` adds the header and the
     tensors no rank shards."""
     import numpy as np
+
+    for at, data in row_tensors(model, layout, dtype=dtype, lead=lead):
+        yield at, data if isinstance(data, np.ndarray) else data.cpu().numpy()
+
+
+def row_tensors(model: Any, layout: Layout, *, dtype: str | None, lead: bool) -> Iterator:
+    """:func:`shard_rows` with each rank's rows as a flat uint8 tensor on the device that holds
+    them (what a process-group transfer sends without a host copy); the header, which only the
+    lead writes, as a host array."""
+    import numpy as np
     import torch
 
     from laminar.runtime.train.fsdp import local_rows
@@ -142,9 +152,9 @@ def shard_rows(model: Any, layout: Layout, *, dtype: str | None, lead: bool) -> 
         rows = rows.detach()
         if dtype:
             rows = rows.to(getattr(torch, dtype))
-        data = rows.contiguous().cpu().reshape(-1).view(torch.uint8).numpy()
-        if data.nbytes:
-            row_bytes = data.nbytes // rows.shape[0] if rows.dim() else data.nbytes
+        data = rows.contiguous().reshape(-1).view(torch.uint8)
+        if data.numel():
+            row_bytes = data.numel() // rows.shape[0] if rows.dim() else data.numel()
             yield layout.offsets[name] + first * row_bytes, data
 
 
@@ -180,18 +190,90 @@ def write_shards(model: Any, layout: Layout, path: str, *, dtype: str | None, le
     return write_pieces(path, layout.nbytes, shard_rows(model, layout, dtype=dtype, lead=lead))
 
 
-def shard_buckets(
-    model: Any, layout: Layout, *, dtype: str | None, bucket_bytes: int = 256 << 20
-) -> Iterator[list[tuple[int, bytes]]]:
-    """This rank's rows as buckets of (offset, bytes) of about ``bucket_bytes`` each: what a
-    rank on another machine than the version file sends to the rank that writes it."""
-    bucket: list[tuple[int, bytes]] = []
-    size = 0
-    for at, data in shard_rows(model, layout, dtype=dtype, lead=False):
-        bucket.append((at, data.tobytes()))
-        size += data.nbytes
+def send_rows(
+    model: Any, layout: Layout, *, dtype: str | None, dst: int = 0, bucket_bytes: int = 256 << 20
+) -> int:
+    """Send this rank's rows to rank ``dst`` over the trainer's process group (gloo on CPU,
+    NCCL on cuda: device to device, no host copy here and no object store), in buckets of about
+    ``bucket_bytes``; returns the buckets sent. Rank ``dst`` runs :func:`receive_rows`.
+
+    Per bucket: a head ``[pieces, bytes]``, the pieces' ``[offset, length]`` pairs, the bytes;
+    a head ``[0, 0]`` ends. Memory held here: one bucket (or one tensor's rows, if larger)."""
+    device = _group_device()
+    sent, pieces, size = 0, [], 0
+    for at, data in row_tensors(model, layout, dtype=dtype, lead=False):
+        pieces.append((at, data.to(device)))
+        size += data.numel()
         if size >= bucket_bytes:
-            yield bucket
-            bucket, size = [], 0
-    if bucket:
-        yield bucket
+            _send_bucket(pieces, dst, device)
+            sent, pieces, size = sent + 1, [], 0
+    if pieces:
+        _send_bucket(pieces, dst, device)
+        sent += 1
+    _send_head(0, 0, dst, device)
+    return sent
+
+
+def _group_device() -> Any:
+    """The device the process group's tensors live on (NCCL: the current GPU)."""
+    import torch
+    import torch.distributed as dist
+
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _send_head(pieces: int, nbytes: int, dst: int, device: Any) -> None:
+    import torch
+    import torch.distributed as dist
+
+    dist.send(torch.tensor([pieces, nbytes], dtype=torch.int64, device=device), dst)
+
+
+def _send_bucket(pieces: list, dst: int, device: Any) -> None:
+    import torch
+    import torch.distributed as dist
+
+    total = sum(d.numel() for _, d in pieces)
+    _send_head(len(pieces), total, dst, device)
+    spans = [v for at, d in pieces for v in (at, d.numel())]
+    dist.send(torch.tensor(spans, dtype=torch.int64, device=device), dst)
+    dist.send(torch.cat([d for _, d in pieces]) if len(pieces) > 1 else pieces[0][1], dst)
+
+
+def receive_rows(path: str, nbytes: int, sources: list[int]) -> int:
+    """Rank 0: receive the rows :func:`send_rows` sends from each rank in ``sources`` (in turn)
+    and write them into the ``nbytes`` version file at ``path``; returns bytes written. On cuda
+    each bucket lands on the GPU and is copied to a pinned host buffer, reused across buckets."""
+    import torch
+    import torch.distributed as dist
+
+    device = _group_device()
+    pinned: Any = None
+    written = 0
+    for src in sources:
+        while True:
+            head = torch.empty(2, dtype=torch.int64, device=device)
+            dist.recv(head, src)
+            count, total = (int(v) for v in head.tolist())
+            if count == 0:
+                break
+            spans = torch.empty(2 * count, dtype=torch.int64, device=device)
+            dist.recv(spans, src)
+            data = torch.empty(total, dtype=torch.uint8, device=device)
+            dist.recv(data, src)
+            if device.type == "cuda":
+                if pinned is None or pinned.numel() < total:
+                    pinned = torch.empty(total, dtype=torch.uint8, pin_memory=True)
+                host = pinned[:total]
+                host.copy_(data)
+            else:
+                host = data
+            flat, pos, pieces = host.numpy(), 0, []
+            pairs = spans.tolist()
+            for at, length in zip(pairs[0::2], pairs[1::2], strict=True):
+                pieces.append((at, flat[pos : pos + length]))
+                pos += length
+            written += write_pieces(path, nbytes, pieces)
+    return written

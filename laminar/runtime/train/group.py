@@ -68,9 +68,9 @@ class RankGroup:
         )
         nodes = ray.get([r.__ray_call__.remote(lambda self: _node()) for r in self.ranks])
         self.nodes: list[str] = nodes  # each rank's machine (Ray node id), by rank
-        # ranks on rank 0's machine write the version file directly; the others send buckets
-        self.local = [h for h, n in zip(self.ranks, nodes, strict=True) if n == nodes[0]]
-        self.remote = [h for h, n in zip(self.ranks, nodes, strict=True) if n != nodes[0]]
+        # ranks on rank 0's machine write the version file directly; the others send their
+        # rows to rank 0 over the process group
+        self.remote = [r for r, n in enumerate(nodes) if n != nodes[0]]
 
     @property
     def lead(self) -> Any:
@@ -88,14 +88,13 @@ class RankGroup:
 
     def export(self, path: str) -> None:
         """Every rank's rows into the version file at ``path`` on rank 0's machine: written
-        in place by the ranks there, sent in buckets by the others (rank 0 writes those)."""
-        import ray
-
-        pending = [r.export_buckets.remote() for r in self.remote]
-        local = [r.export.remote(path) for r in self.local]
-        for refs in pending:
-            ray.get(self.lead.write_buckets.remote(path, ray.get(refs)))
-        ray.get(local)
+        in place by the ranks there, sent over the process group by the others (rank 0
+        receives them: ``train.export.send_rows``, no object store on the way)."""
+        refs = [self.ranks[r].send_export.remote() for r in self.remote]
+        refs += [h.export.remote(path) for r, h in enumerate(self.ranks[1:], 1)
+                 if r not in self.remote]  # fmt: skip
+        refs.append(self.lead.export_and_receive.remote(path, self.remote))
+        wait_all(refs)
 
     def kill(self) -> None:
         import ray
@@ -108,3 +107,15 @@ def _node() -> str:
     import ray
 
     return ray.get_runtime_context().get_node_id()
+
+
+def wait_all(refs: list) -> list:
+    """``ray.get`` of ``refs`` that raises the first failure as it happens (a rank that died
+    mid-transfer leaves its peer blocked in a receive: waiting for every result would hang)."""
+    import ray
+
+    pending, out = list(refs), {}
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        out[done[0]] = ray.get(done[0])
+    return [out[r] for r in refs]

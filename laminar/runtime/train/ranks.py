@@ -256,24 +256,19 @@ class TrainerRank:
             self._layout = plan_layout(export_entries(self.model, self.export_dtype))
         return self._layout
 
-    def export_buckets(self) -> list:
-        """A rank on another machine than rank 0: its rows as Ray objects of about 256 MiB
-        each (their references, not resolved by Ray: rank 0 fetches one at a time)."""
-        import ray
+    def send_export(self) -> int:
+        """A rank on another machine than rank 0: send its rows to rank 0 over the process
+        group (``train.export.send_rows``); returns the buckets sent."""
+        from laminar.runtime.train.export import send_rows
 
-        from laminar.runtime.train.export import shard_buckets
+        return send_rows(self.model, self.layout(), dtype=self.export_dtype, dst=0)
 
-        layout = self.layout()
-        return [ray.put(b) for b in shard_buckets(self.model, layout, dtype=self.export_dtype)]
+    def export_and_receive(self, path: str, sources: list[int]) -> int:
+        """Rank 0: write its own rows into the version file at ``path``, then the rows the ranks
+        ``sources`` (on other machines) send (``train.export.receive_rows``); returns bytes."""
+        from laminar.runtime.train.export import receive_rows
 
-    def write_buckets(self, path: str, refs: list) -> int:
-        """Rank 0: write another machine's buckets into the version file, one at a time."""
-        import ray
-
-        from laminar.runtime.train.export import write_pieces
-
-        nbytes = self.layout().nbytes
-        return sum(write_pieces(path, nbytes, ray.get(ref)) for ref in refs)
+        return self.export(path) + receive_rows(path, self.layout().nbytes, sources)
 
     def attach(self, publisher: Any) -> None:
         """Rank 0: the run's weight path, kept for every publish (a relay path starts its
