@@ -32,6 +32,7 @@ from laminar.sim.replica import Replica
 from laminar.sim.steady import warmup_steps
 from laminar.sim.systems import GpuSplit, System
 from laminar.sim.trainer import Trainer
+from laminar.sim.turns import Turns
 
 
 def check_setup(cfg: LaminarConfig, system: System, cost: CostModel) -> GpuSplit:
@@ -117,6 +118,7 @@ class Cluster:
         self.decoder = Decoder(self.env)  # every replica's decode segments
         batches = range(cfg.sim.max_batch + 1)
         self.decode_fixed_by_batch_s = [cost.decode_fixed_s(b) for b in batches]
+        self.turns = Turns.of(self, workload)  # None: single-turn trajectories only
         self.replicas = [
             Replica(self, i, m, self.relay.position_of(m))
             for i, m in enumerate(self.split.replica_machines())
