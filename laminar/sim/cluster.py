@@ -26,6 +26,7 @@ from laminar.sim.replica import Replica
 from laminar.sim.steady import warmup_steps
 from laminar.sim.systems import GpuSplit, System
 from laminar.sim.trainer import Trainer
+from laminar.sim.turns import Turns
 from laminar.specs.layoutfit import check_layout
 
 
@@ -112,6 +113,7 @@ class Cluster:
         self.decoder = Decoder(self.env)  # every replica's decode segments
         batches = range(cfg.sim.max_batch + 1)
         self.decode_fixed_by_batch_s = [cost.decode_fixed_s(b) for b in batches]
+        self.turns = Turns.of(self, workload)  # None: single-turn trajectories only
         self.replicas = [
             Replica(self, i, m, self.relay.position_of(m))
             for i, m in enumerate(self.split.replica_machines())

@@ -67,7 +67,7 @@ class RolloutManager:
             if batch != batches:
                 prev = 0  # a fresh batch since the last look: its KV use is rising, not falling
             kv_prev[rid] = (batches, kv)
-            held = len(r.running) + len(r.waiting)
+            held = len(r.running) + len(r.waiting) + len(r.away)
             # cheap tests first: an empty replica is idle, a full one never a candidate;
             # then is_candidate on a snapshot without trajectories, without building it
             if 0 < held < r.max_batch and kv_falling(kv, prev, r.capacity):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -39,7 +40,9 @@ class Trajectory:
         "row",
         "sample_index",
         "sid",
+        "stop",
         "tid",
+        "turn_state",
         "version",
         "versions",
     )
@@ -54,6 +57,9 @@ class Trajectory:
         self.prompt_len = prompt_len
         self.response_len = response_len
         self.generated = 0  # response tokens generated so far (kept across preemption/moves)
+        self.stop = response_len  # generated tokens at the end of its current turn
+        # multi-turn progress (``laminar.sim.turns.TurnState``); None: a single turn
+        self.turn_state: Any = None
         self.version = -1  # generation weight version (the oldest, if mixed)
         self.versions: tuple[int, ...] = ()  # every version, when a system mixes them
         self.replica = ""

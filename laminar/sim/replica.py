@@ -65,6 +65,10 @@ class Replica(ReplicaOutside):
         self.running: dict[int, Trajectory] = {}
         self.heap: list[int] = []  # finish step << SEQ_BITS | seq; stale once seq leaves running
         self.waiting: deque[Trajectory] = deque()
+        # by id: held here while waiting on their environment (``laminar.sim.turns``)
+        self.away: dict[int, Trajectory] = {}
+        self.back: Any = None  # a SimPy event, fired when one returns while only those are held
+        self._turns = cluster.turns  # None: single-turn trajectories only
         self.steps = 0  # decode steps taken since the start
         self.kv = 0  # KV tokens held by running trajectories
         self._seq = 0
@@ -90,7 +94,8 @@ class Replica(ReplicaOutside):
         self._top_up = None if type(system).top_up is System.top_up else system.top_up
         # Decoding alone, with no core sharing or series: ``begin`` inlines ``_plan``.
         self._fast: bool = self._share is None and self._series is None and not self.one_step
-        self._lean: bool = self._fast and self._top_up is None  # ``step``'s fused path applies
+        # ``step``'s fused path applies (single-turn completions only)
+        self._lean: bool = self._fast and self._top_up is None and self._turns is None
         self.decoder = cluster.decoder
         self.decoder_entry: Any = None  # its place in the decoder's heap (made on first use)
         self.parked: simpy.Event | None = None  # what its process waits on while decoding
@@ -109,8 +114,12 @@ class Replica(ReplicaOutside):
                 self.idle_since = env.now
                 self._record(0)
                 self._busy(False)
-                yield from self.wait_up()
-                yield from system.refill(cluster, self)
+                if self.away:  # it holds only trajectories waiting on their environment
+                    self.back = env.event()  # ``wake`` fires it
+                    yield self.back
+                else:
+                    yield from self.wait_up()
+                    yield from system.refill(cluster, self)
                 self.idle_s += env.now - self.idle_since
                 self.idle_since = None
                 self._busy(True)
@@ -188,7 +197,9 @@ class Replica(ReplicaOutside):
             self.decoded_tokens += kb
             self.seg_done = n
         self.in_segment = False
-        if self._complete(now) and self.running and self._top_up is not None:
+        turns = self._turns
+        done = self._complete(now) if turns is None else turns.complete(self, now)
+        if done and self.running and self._top_up is not None:
             self._top_up(self.cluster, self)
         return self.begin(now)
 
@@ -241,6 +252,8 @@ class Replica(ReplicaOutside):
             t.version = version
             t.replica = rid
             t.gen_start_s = now
+        if self._turns is not None:
+            self._turns.start(trajs)
         self.waiting.extend(trajs)
 
     def _busy(self, busy: bool) -> None:
@@ -278,7 +291,7 @@ class Replica(ReplicaOutside):
             t.admit_step = steps
             t.gen_at_admit = gen
             t.heap_seq = seq
-            heappush(heap, (steps + t.response_len - gen) << SEQ_BITS | seq)
+            heappush(heap, (steps + t.stop - gen) << SEQ_BITS | seq)  # its turn's end
             kv += need
             held += 1
             lengths.append(need)

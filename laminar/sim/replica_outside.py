@@ -31,6 +31,8 @@ class ReplicaOutside:
     running: dict[int, Trajectory]  # by admission seq
     heap: list[int]  # finish step << SEQ_BITS | seq (``laminar.sim.replica``)
     waiting: deque[Trajectory]
+    away: dict[int, Trajectory]  # waiting on their environment (``laminar.sim.turns``)
+    back: Any
     steps: int
     kv: int
     seg_t0: float
@@ -61,9 +63,13 @@ class ReplicaOutside:
 
     def wake(self) -> None:
         """Make the decoder re-plan it after an outside change (no-op when not decoding)."""
-        if self.in_segment and not self._wake_pending:
-            self._wake_pending = True
-            self.decoder.wake(self)
+        if self.in_segment:
+            if not self._wake_pending:
+                self._wake_pending = True
+                self.decoder.wake(self)
+        elif self.back is not None:  # idle, holding only trajectories away: look again
+            back, self.back = self.back, None
+            back.succeed()
 
     def generated_now(self, t: Trajectory, steps: int) -> int:
         """Tokens ``t`` has generated when the step counter reads ``steps``."""
@@ -72,7 +78,10 @@ class ReplicaOutside:
         return t.gen_at_admit + steps - t.admit_step
 
     def trajectories(self) -> list[Trajectory]:
-        """Unfinished trajectories held here: running (admission order), then waiting."""
+        """Unfinished trajectories held here: running (admission order), waiting, then those
+        waiting on their environment."""
+        if self.away:
+            return [*self.running.values(), *self.waiting, *self.away.values()]
         return [*self.running.values(), *self.waiting]
 
     def kv_now(self) -> int:
@@ -113,6 +122,8 @@ class ReplicaOutside:
             for t in self.running.values()
         ]
         trajs += [new(ts, (t.sid, t.prompt_len + t.generated)) for t in self.waiting]
+        if self.away:  # their KV is freed; what they need back on return
+            trajs += [new(ts, (t.sid, t.prompt_len + t.generated)) for t in self.away.values()]
         return ReplicaState(
             self.rid,
             self.version,
@@ -134,6 +145,7 @@ class ReplicaOutside:
             t.heap_seq = -1
         self.running.clear()
         self.waiting.clear()
+        self.away.clear()  # their calls run on: they return to wherever they go
         self.heap.clear()
         self.kv = 0
         self.busy_until = min(self.busy_until, self.env.now)  # its prefill is abandoned
@@ -157,10 +169,15 @@ class ReplicaOutside:
     def attach(self, trajs: list[Trajectory]) -> None:
         """Receive moved trajectories (a repack destination); call :meth:`wake` after."""
         self.sync()
+        now = self.env.now
         for t in trajs:
             t.moves += 1
             t.replica = self.rid
-            self.waiting.append(t)
+            s = t.turn_state
+            if s is not None and s.back_s > now:  # still waiting on its environment
+                self.away[t.tid] = t
+            else:
+                self.waiting.append(t)
 
     def stats_at(self) -> tuple[float, float, int]:
         """(KV token-seconds, idle seconds, decoded tokens) up to now, without changing state."""

@@ -31,6 +31,7 @@ import pandas as pd
 from laminar.sim.cluster import Cluster
 from laminar.sim.stages import STAGES
 from laminar.sim.steady import steady_state
+from laminar.sim.turns import env_wait_s
 
 SUMMARY_COLUMNS = [
     "system",
@@ -172,4 +173,6 @@ def trajectories_frame(c: Cluster, workload: pd.DataFrame) -> pd.DataFrame:
     df["generated_tokens"] = [t.generated for t in ts]
     df["preemptions"] = [t.preemptions for t in ts]
     df["moves"] = [t.moves for t in ts]
+    if c.turns is not None:  # multi-turn: seconds waited on the environment (laminar.sim.turns)
+        df["env_wait_s"] = env_wait_s(ts)
     return df
