@@ -13,9 +13,13 @@ SHORT = ["workload.steps=2", "sim.warmup_steps=1", "workload.prompts_per_step=16
          "sim.replica_series=false"]  # fmt: skip
 
 
+# the data-parallel trainer (the preset splits sequences over 8 GPUs: trainer.cp=8)
+PLAIN = "trainer.cp=1"
+
+
 def test_72b_on_16_gpus_at_half_split_names_the_minimum_trainer_gpus():
-    cfg = load_config(preset="paper-math-72b",
-                      overrides=["cluster.gpus=16", "cluster.trainer_fraction=0.5"])  # fmt: skip
+    overrides = ["cluster.gpus=16", "cluster.trainer_fraction=0.5", PLAIN]
+    cfg = load_config(preset="paper-math-72b", overrides=overrides)
     report = check_fit(cfg)
     assert not report.ok and report.trainer_gpus == 8
     n = report.min_trainer_gpus
@@ -30,7 +34,7 @@ def test_72b_on_16_gpus_at_half_split_names_the_minimum_trainer_gpus():
     # ... and so does a cluster with the advised GPU count at that split.
     assert "raise cluster.gpus to at least" in report.reason
     advised = int(report.reason.rsplit("at least ", 1)[1].split()[0])
-    bigger = load_config(preset="paper-math-72b", overrides=[f"cluster.gpus={advised}"])
+    bigger = load_config(preset="paper-math-72b", overrides=[f"cluster.gpus={advised}", PLAIN])
     assert check_fit(bigger.model_copy(update={"cluster": bigger.cluster.model_copy(
         update={"trainer_fraction": (machines) / (advised // 8)})})).ok  # fmt: skip
 
@@ -39,7 +43,8 @@ def test_cli_exits_2_on_a_configuration_that_does_not_fit(tmp_path, capsys):
     from laminar.cli import main
 
     out = tmp_path / "run"
-    args = ["simulate", "--preset", "paper-math-72b", "--set", "cluster.gpus=16", "--out", str(out)]
+    args = ["simulate", "--preset", "paper-math-72b", "--set", "cluster.gpus=16", "--set", PLAIN,
+            "--out", str(out)]  # fmt: skip
     assert main(args) == 2
     assert "trainer GPUs" in capsys.readouterr().err and not out.exists()
 
