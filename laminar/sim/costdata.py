@@ -8,10 +8,8 @@ touches), never raw config keys, and each coefficient's source string records th
 and the numbers that went in, so ``cost_model.json`` in a run directory explains itself.
 
 Decode is memory-bound at rollout batch sizes (DESIGN.md): a step reads the dense weights once
-per replica, the routed experts its batch touches, and the K and V of every cached token, and
-pays a floor per layer whatever it reads (``decode_layer_floor_s``: launches, minimum kernel
-times, sampler and scheduler); the per-sequence term is the matmul FLOPs (and, with expert
-parallelism, the all-to-all bytes).
+per replica, the routed experts its batch touches, and the K and V of every cached token; the
+per-sequence term is the matmul FLOPs (and, with expert parallelism, the all-to-all bytes).
 The trainer's terms are in ``laminar.sim.costtrain``.
 """
 
@@ -171,13 +169,11 @@ def _derive_decode(put, hw, m: ModelSpec, weights, tp, ep, fp8, gpm) -> None:
     allreduce = 0.0 if tp == 1 else 2 * m.layers * hw["tp_allreduce_s"]
     x_base, x_per_seq, x_why = _tp_across_machines(hw, m, tp, gpm)
     a2a_base, a2a_per_seq, link = _alltoall(hw, m, tp, ep, gpm)
-    floor, floor_why = _layer_floor(hw, m)
     put(
         "decode_base_s",
-        dense / tp / (hbm * w_eff.value) + floor + allreduce + x_base + a2a_base,
+        dense / tp / (hbm * w_eff.value) + allreduce + x_base + a2a_base,
         "s",
         f"dense weights/tp / (hbm {hbm:.3g} B/s x {w_eff.value} [{w_eff.cite()}]) + "
-        f"{floor_why} + "
         f"{'2 x layers x tp_allreduce_s' if tp > 1 else 'no TP all-reduce at tp=1'}"
         + x_why
         + (f" + 2 x moe_layers x alltoall_startup_s (EP {ep})" if ep > 1 else ""),
@@ -209,15 +205,6 @@ def _derive_decode(put, hw, m: ModelSpec, weights, tp, ep, fp8, gpm) -> None:
         f"moe_layers {m.moe_layers} x one expert's bytes {expert_bytes:.4g} / (tp x ep) / (hbm x "
         f"{w_eff.value}); a step reads E(1-(1-k/E)^b) experts a layer",
     )
-
-
-def _layer_floor(hw, m: ModelSpec) -> tuple[float, str]:
-    """(seconds, why) a forward pass of the rollout engine takes per step whatever it reads:
-    ``decode_layer_floor_s`` for each of the model's layers (launches, minimum kernel times,
-    the sampler and scheduler spread over the layers; ``laminar/data/hardware.json``)."""
-    f = hw.facts["decode_layer_floor_s"]
-    why = f"layers {m.layers} x decode_layer_floor_s {f.value:.3g} [{f.cite()}]"
-    return m.layers * f.value, why
 
 
 def _tp_across_machines(hw, m: ModelSpec, tp, gpm) -> tuple[float, float, str]:
@@ -255,13 +242,11 @@ def _derive_prefill(put, hw, m: ModelSpec, weights, tp, ep, fp8, gpm) -> None:
     peak = hw.peak_flops(fp8)
     allreduce = 0.0 if tp == 1 else 2 * m.layers * hw["tp_allreduce_s"]
     x_base, x_per_token, _ = _tp_across_machines(hw, m, tp, gpm)
-    floor, _ = _layer_floor(hw, m)
     put(
         "prefill_base_s",
-        all_bytes / (tp * ep) / (hbm * w_eff.value) + floor + allreduce + x_base,
+        all_bytes / (tp * ep) / (hbm * w_eff.value) + allreduce + x_base,
         "s",
-        "one pass over all weights (every expert) per prefill batch and the per-layer floor, "
-        "as decode_base_s",
+        "one pass over all weights (every expert) per prefill batch, as decode_base_s",
     )
     _, a2a_per_token, _ = _alltoall(hw, m, tp, ep, gpm)
     put(
