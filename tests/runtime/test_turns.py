@@ -474,3 +474,25 @@ def test_the_documented_multi_turn_example_plays(tmp_path):
     assert message["role"] == "tool" and message["content"] == f"{s['answer']:g} {b}"
     done = [*conv, message, {"role": "assistant", "content": f"\\boxed{{{s['answer']:g}}}"}]
     assert asyncio.run(env.step(s, done)) is None and env.reward(s, done) == 1.1
+
+
+def test_a_job_on_engines_another_job_started_answers_its_own_task():
+    """A benchmark (and the pretrained e2e) runs several jobs on the same engines: a replica
+    attached to a job of another task adopts that task (it once kept the first job's verifier:
+    a user environment's rewards were all the verifier's 0)."""
+    from laminar.config.runtime import RepeatTask
+
+    w = _worker("r0", RepeatTask())
+    assert w.turns is None
+    pools = {"prompts": None, "partial": None, "buffer": None}
+
+    async def attach(task):
+        await w.attach(None, pools, time.time(), task, 0)
+        await w.streamer.close()
+
+    asyncio.run(attach(_task(turns=2, max_turns=4)))
+    assert w.turns is not None and w.gen.max_turns == 4
+    asyncio.run(attach(None))  # no task given: the replica keeps the one it has
+    assert w.turns is not None
+    asyncio.run(attach(RepeatTask()))
+    assert w.turns is None and w.task_cfg == RepeatTask()

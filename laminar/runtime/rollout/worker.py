@@ -75,8 +75,6 @@ class RolloutWorker:
     ):
         self.replica_id = replica_id
         self.engine = engine
-        self.gen = make_task(task, seed=seed, max_answer_len=max_response_len - 1)
-        self.reward_timeout_s = getattr(task, "reward_timeout_s", None)
         self.codec = make_codec(model_type, model_dir)
         self.stop_ids = frozenset(self.codec.stop_ids)
         self.max_response_len = max_response_len
@@ -86,9 +84,17 @@ class RolloutWorker:
         self.flush_interval_s = flush_interval_s
         self.streamer: PartialStreamer | None = None
         self.watchdog = EngineWatchdog(engine_stall_s)
+        self._set_task(task, seed)
+
+    def _set_task(self, task: Any, seed: int) -> None:
+        """The task (or environment) whose prompts this replica answers and scores."""
+        self.task_cfg = task
+        self.gen = make_task(task, seed=seed, max_answer_len=self.max_response_len - 1)
+        self.reward_timeout_s = getattr(task, "reward_timeout_s", None)
         self.turns: Turns | None = None  # a multi-turn environment's loop (None: one turn)
         if getattr(self.gen, "max_turns", 1) > 1:
-            context = None if max_prompt_len is None else max_prompt_len + max_response_len
+            mp = self.max_prompt_len
+            context = None if mp is None else mp + self.max_response_len
             self.turns = Turns(self.gen, self.codec, max_turns=self.gen.max_turns,
                                max_context=context, stop_ids=self.stop_ids)  # fmt: skip
 
@@ -114,11 +120,17 @@ class RolloutWorker:
 
         return kill_here(getattr(self, "footprint", {}))
 
-    async def attach(self, weights: WeightSource, pools: dict, t0_s: float) -> None:
-        """Join a training job: its weight path, its pools, its clock; start from scratch.
+    async def attach(
+        self, weights: WeightSource, pools: dict, t0_s: float, task: Any = None, seed: int = 0
+    ) -> None:
+        """Join a training job: its weight path, its pools, its clock, its task (when given and
+        not the one this replica answers: a job on engines another job started); start from
+        scratch.
 
         A replica serves one job at a time; a benchmark runs several jobs on the same engines.
         """
+        if task is not None and task != self.task_cfg:
+            self._set_task(task, seed)
         if self.streamer is not None:
             await self.streamer.close()
         self.weights = weights

@@ -141,7 +141,7 @@ def launch(
     placement = rt.placement()
     ray.get(
         [
-            r.attach.remote(store, pools, t0_s, placement.rollout_cpus[i])
+            r.attach.remote(store, pools, t0_s, placement.rollout_cpus[i], rt.task, cfg.seed)
             for i, r in enumerate(rollouts.values())
         ]
     )

@@ -233,11 +233,14 @@ class RolloutActor(RolloutWorker):
 
         threading.Thread(target=watch, name="shm-note", daemon=True).start()
 
-    async def attach(self, weights: Any, pools: dict, t0_s: float, cpus: tuple = ()) -> None:
+    async def attach(
+        self, weights: Any, pools: dict, t0_s: float, cpus: tuple = (), task: Any = None,
+        seed: int = 0,
+    ) -> None:  # fmt: skip
         """Join a job (see ``RolloutWorker.attach``), on the job's cores when given."""
         if cpus:
             pin_tree(cpus)
-        await super().attach(weights, pools, t0_s)
+        await super().attach(weights, pools, t0_s, task, seed)
 
     async def stats(self) -> dict:
         """The worker's figures, plus its machine and every weight directory it loaded."""
