@@ -30,14 +30,12 @@ replicas run the single-turn mechanism unchanged (``tests/sim/test_turns.py``).
 
 from __future__ import annotations
 
-from heapq import heappop
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from laminar.sim.pools import Trajectory
-from laminar.sim.replica import SEQ_BITS, SEQ_MASK
 
 
 class TurnState:
@@ -92,45 +90,6 @@ class Turns:
             if n > 1 and t.turn_state is None:
                 t.turn_state = TurnState(n, call_s[t.row])
                 t.stop = turn_end(0, n, t.response_len)
-
-    def complete(self, r: Any, now: float) -> int:
-        """``Replica._complete`` for multi-turn trajectories: retire every trajectory whose
-        current turn ended by the current step; those with calls to make leave for their
-        environment (:meth:`leave`), the others are done. Returns how many are done."""
-        heap = r.heap
-        limit = (r.steps + 1) << SEQ_BITS  # entries below it finish by the current step
-        if not heap or heap[0] >= limit:
-            return 0
-        running = r.running
-        cluster = r.cluster
-        done = freed = 0
-        while heap and heap[0] < limit:
-            seq = heappop(heap) & SEQ_MASK
-            t = running.get(seq)
-            if t is None:
-                continue  # stale: preempted or moved since it was pushed
-            del running[seq]
-            t.heap_seq = -1
-            s = t.turn_state
-            if s is not None and s.turn < s.turns - 1:  # a turn ended: the environment is next
-                freed += t.prompt_len + t.stop
-                t.generated = t.stop
-                self.leave(r, t, s, now)
-                continue
-            done += 1
-            n = t.response_len
-            freed += t.prompt_len + n
-            t.generated = n
-            t.gen_end_s = now
-            g = t.group
-            g.remaining -= 1
-            if g.remaining == 0:  # the whole GRPO group is done: into the experience buffer
-                r.kv -= freed  # deliver may look at this replica: bring its KV up to date
-                freed = 0
-                cluster.system.deliver(cluster, g)
-        r.kv -= freed
-        r.completed += done
-        return done
 
     def leave(self, r: Any, t: Trajectory, s: TurnState, now: float) -> None:
         """``t`` ended a turn at ``now`` (its KV already counted out): it makes the calls due
