@@ -22,14 +22,6 @@ import time
 BUCKET_BYTES = 256 << 20  # the replaced path's bucket size
 
 
-def _version_file(rank) -> str:
-    path = rank.work_dir / "version.st"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as f:
-        f.truncate(rank.layout().nbytes)
-    return str(path)
-
-
 def _put_buckets(rank) -> list:
     """The replaced path, sender side: this rank's rows as ``ray.put`` buckets."""
     import ray
@@ -78,6 +70,7 @@ def measure(hidden: int, layers: int, repeats: int) -> dict:
     from laminar.config import load_config
     from laminar.runtime.cluster.nodes import NodePath
     from laminar.runtime.train.group import RankGroup
+    from laminar.runtime.train.local import empty_version_file
 
     cfg = load_config(
         preset="tiny-cpu",
@@ -91,7 +84,7 @@ def measure(hidden: int, layers: int, repeats: int) -> dict:
     assert group.remote == [1], "the two ranks did not land on two machines"
     group.all("build")
     group.all("prepare", False)
-    path = ray.get(group.lead.__ray_call__.remote(_version_file))
+    path = ray.get(group.lead.__ray_call__.remote(empty_version_file))
     nbytes = ray.get(group.lead.__ray_call__.remote(lambda self: self.layout().nbytes))
     times: dict[str, list[float]] = {"process group": [], "object store": []}
     for _ in range(repeats):  # interleaved: a burst of load hits both alike

@@ -22,6 +22,7 @@ def test_a_rank_on_another_machine_sends_its_rows_to_rank_0(tmp_path):
     from laminar.runtime.cluster.nodes import NodePath
     from laminar.runtime.models import tinymodel
     from laminar.runtime.train.group import RankGroup
+    from laminar.runtime.train.local import empty_version_file
 
     cfg = load_config(
         preset="tiny-cpu",
@@ -38,7 +39,7 @@ def test_a_rank_on_another_machine_sends_its_rows_to_rank_0(tmp_path):
             group.all("build")
             group.all("prepare", False)
             lead = group.lead
-            path = ray.get(lead.__ray_call__.remote(_version_file))
+            path = ray.get(lead.__ray_call__.remote(empty_version_file))
             group.export(path)
             got = ray.get(lead.__ray_call__.remote(lambda self: Path(path).read_bytes()))
             group.kill()
@@ -51,12 +52,3 @@ def test_a_rank_on_another_machine_sends_its_rows_to_rank_0(tmp_path):
     )  # fmt: skip
     model = tinymodel.build_model(kw, cfg.seed)  # what the ranks built, whole
     assert got == save(model.state_dict(), metadata={"format": "pt"})
-
-
-def _version_file(rank) -> str:
-    """On rank 0's machine: an empty version file of the layout's size."""
-    path = rank.work_dir / "version.st"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as f:
-        f.truncate(rank.layout().nbytes)
-    return str(path)

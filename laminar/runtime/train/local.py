@@ -110,3 +110,14 @@ def full_batch(tokens: int, n: int, seed: int = 0) -> tuple[list, list[float]]:
             Traj(f"t{i}", i, 0, prompt, 0, tokens, tokens=toks, logprobs=[-1.0] * len(toks))
         )
     return trajs, [1.0 if i % 2 == 0 else -1.0 for i in range(n)]
+
+
+def empty_version_file(rank: Any) -> str:
+    """In ``rank``'s process (a ``TrainerRank``; through ``__ray_call__`` on Ray): an empty
+    version file of its export layout's size in its work directory, for a test or benchmark
+    that exports without a weight path."""
+    path = rank.work_dir / "version.st"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        f.truncate(rank.layout().nbytes)
+    return str(path)
