@@ -1008,9 +1008,68 @@ def train_cases() -> list[Case]:
     return out
 
 
+GOOD_ENV = ("class E:\n    def prompt(self, i): return {'id': i, 'prompt': '1+1'}\n"
+            "    def reward(self, s, m): return 1.0\ndef make(args, seed): return E()\n")
+ENV_MODULES = {
+    "import-hangs": "import time\ntime.sleep(600)\n" + GOOD_ENV,
+    "import-exits-0": "import os\nos._exit(0)\n",
+    "import-kills-itself": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+    "import-raises-keyboardinterrupt": "raise KeyboardInterrupt\n",
+    "import-sys-exit": "import sys\nsys.exit(0)\n",
+    "import-forks-a-sleeper": ("import subprocess, sys, time\nsubprocess.Popen([sys.executable,"
+                               " '-c', 'import time; time.sleep(600)'])\ntime.sleep(600)\n"),
+    "import-syntax-error": "def make(:\n",
+    "factory-hangs": GOOD_ENV.replace("return E()", "import time; time.sleep(600)"),
+    "factory-exits": GOOD_ENV.replace("return E()", "raise SystemExit(0)"),
+    "factory-returns-none": GOOD_ENV.replace("return E()", "return None"),
+    "factory-returns-class": GOOD_ENV.replace("return E()", "return E"),
+    "step-not-callable": GOOD_ENV.replace("class E:", "class E:\n    step = 3"),
+    "no-factory": "x = 1\n",
+    "binary-module": "\x00\x01\xff",
+}  # fmt: skip
+
+
+def env_cases() -> list[Case]:
+    """A user's environment (``runtime.task.type: python``) or JSONL reward module that is
+    hostile at start: refused naming ``runtime.task.entry`` / ``reward`` before anything
+    starts (the start-up check runs the module in a child process, bounded in time)."""
+    out = []
+    for name, text in ENV_MODULES.items():
+        mod = "lam_sweep_" + name.replace("-", "_")
+        entry = f"{mod}:make"
+        cfg = f"runtime:\n  task: {{type: python, entry: '{entry}'}}\n"
+        out.append(Case("environments", name, ["train", "task.yaml", "--out", "t", "--address",
+                        BACKSTOP], REFUSE, chain(write(f"{mod}.py", text.encode("latin-1")),
+                        write("task.yaml", cfg)), words=["runtime.task.entry", mod],
+                        timeout=100))  # fmt: skip
+    for name in ("import-exits-0", "import-hangs", "no-factory"):
+        mod = "lam_sweep_" + name.replace("-", "_")
+        cfg = (f"runtime:\n  task: {{type: jsonl, path: q.jsonl, reward: '{mod}:make'}}\n")
+        out.append(Case("environments", f"jsonl-reward-{name}", ["train", "task.yaml", "--out",
+                        "t", "--address", BACKSTOP], REFUSE, chain(write(f"{mod}.py",
+                        ENV_MODULES[name]), write("q.jsonl", '{"prompt": "1+1=", "answer": 2}\n'),
+                        write("task.yaml", cfg)), words=["runtime.task.reward", mod],
+                        timeout=100))  # fmt: skip
+    for name, cfg, words in [
+        ("module-dir-missing", "{type: python, entry: 'm:make', module_dir: nowhere}", ["m"]),
+        ("module-dir-is-a-file", "{type: python, entry: 'm:make', module_dir: task.yaml}", ["m"]),
+        ("args-not-a-mapping", "{type: python, entry: 'm:make', args: [1, 2]}", ["args"]),
+        ("timeout-zero", "{type: python, entry: 'm:make', timeout_s: 0}", ["timeout_s"]),
+        ("max-turns-negative", "{type: python, entry: 'm:make', max_turns: -1}", ["max_turns"]),
+        ("entry-path-like", "{type: python, entry: '../m:make'}", ["entry"]),
+        ("loggers-bogus", "{type: python, entry: 'm:make'}\n  loggers: [neptune]", ["loggers"]),
+    ]:  # fmt: skip
+        out.append(Case("environments", name, ["train", "task.yaml", "--out", "t", "--address",
+                        BACKSTOP], REFUSE, chain(write("m.py", GOOD_ENV),
+                        write("task.yaml", f"runtime:\n  task: {cfg}\n")), words=words,
+                        timeout=100))  # fmt: skip
+    return out
+
+
 def all_cases(quick: bool = False) -> list[Case]:
     cases = [*cost_cases(), *config_cases(), *set_cases(quick), *output_cases(),
-             *run_file_cases(), *trace_cases(), *plan_cases(), *train_cases()]  # fmt: skip
+             *run_file_cases(), *trace_cases(), *plan_cases(), *train_cases(),
+             *env_cases()]  # fmt: skip
     if quick:  # every fourth case of each surface: each surface and most classes, ~1/4
         n = collections.Counter()
         kept = []

@@ -77,12 +77,19 @@ def load_factory(cfg: Any, key: str = "entry") -> Any:
 def load_env(cfg: Any, seed: int) -> Any:
     """``factory(args, seed)``, checked: it has ``prompt`` and ``reward`` (and, a multi-turn
     environment, ``step``: ``laminar.runtime.rollout.turns``)."""
-    factory = load_factory(cfg)
+    return build_env(cfg, load_factory(cfg), seed)
+
+
+def build_env(cfg: Any, factory: Any, seed: int) -> Any:
+    """The environment ``factory`` (``cfg.entry``'s) builds, checked as ``load_env`` says."""
     where = getattr(sys.modules.get(cfg.entry.partition(":")[0]), "__file__", "?")
     try:
         env = factory(dict(cfg.args), seed)
     except (Exception, SystemExit) as e:
         raise _error(cfg, f"the factory failed (module {where}): {_cause(e)}") from None
+    if isinstance(env, type):
+        raise _error(cfg, f"the factory returned the class {env.__name__}, not an environment "
+                     f"(call it: return {env.__name__}(...); module {where})")  # fmt: skip
     missing = [m for m in REQUIRED if not callable(getattr(env, m, None))]
     if missing:
         raise _error(

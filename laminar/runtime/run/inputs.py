@@ -1,6 +1,7 @@
 """A run's inputs, checked before anything starts or is written: the model directory
 (``runtime.model.type = pretrained``), the task file (``runtime.task.type = jsonl``) or
-environment (``python``, or a shipped one: its module imports, its factory builds one) and the
+environment (``python``, or a shipped one: its module imports, its factory builds one, in a
+child process: ``laminar.runtime.envs.probe``) and the
 cost file (``sim.cost_file``: repack's step bound, ``laminar.costfile``); the cluster it joins
 (``runtime.address``); the trainer's memory against its devices (``laminar.specs.runfit``,
 as ``laminar config fit``). A bad one is a ``LaminarError`` naming the file (and line) or the
@@ -32,9 +33,9 @@ def check_inputs(cfg: Any) -> None:
 
         load_rows(rt.task.path)
         if getattr(rt.task, "reward", ""):  # its module imports and names a function
-            from laminar.runtime.envs.load import load_factory
+            from laminar.runtime.envs.probe import check_in_child
 
-            load_factory(rt.task, "reward")
+            check_in_child(rt.task, cfg.seed, "reward", rt.task.reward_timeout_s)
     if rt.loggers:  # each tracker's package imports
         from laminar.runtime.tracking.loggers import check_loggers
 
@@ -43,9 +44,9 @@ def check_inputs(cfg: Any) -> None:
 
     env = env_task(rt.task)
     if env is not None:  # the module imports and the factory builds an environment
-        from laminar.runtime.envs.load import load_env
+        from laminar.runtime.envs.probe import check_in_child
 
-        load_env(env, cfg.seed)
+        check_in_child(env, cfg.seed, "entry", env.timeout_s)
     # the trainer fits its devices: the check and message of `laminar config fit`
     from laminar.specs.runfit import require_runtime_fit
 
