@@ -231,17 +231,21 @@ def _check_rows(results: dict, row: Any) -> None:
 
 
 def part_env(out: Path, dry: bool, name: str) -> dict[str, str]:
-    """Part ``name``'s environment: its mark, offline, every scratch path inside ``out``."""
+    """Part ``name``'s environment: its mark, offline, every scratch path inside ``out`` (the
+    compile caches: the machine's, ``laminar.runtime.cluster.nodes.cache_dir``)."""
+    from laminar.runtime.cluster.nodes import compile_cache_env
+
     c = out / "c"
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     env.update(
         HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1",
         RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled", LAMINAR_TIE_TO_PARENT="1",
         LAMINAR_GPU_CHECK_SYSTMP=os.environ.get("TMPDIR", "/tmp"), TMPDIR=str(out / "t"),
-        VLLM_RPC_BASE_PATH=str(out / "r"), VLLM_CACHE_ROOT=str(c / "vllm"),
-        XDG_CACHE_HOME=str(c), TRITON_CACHE_DIR=str(c / "triton"), HF_HOME=str(c / "hf"),
-        TORCHINDUCTOR_CACHE_DIR=str(c / "inductor"), CUDA_CACHE_PATH=str(c / "nv"),
+        VLLM_RPC_BASE_PATH=str(out / "r"), XDG_CACHE_HOME=str(c),
+        TRITON_CACHE_DIR=str(c / "triton"), HF_HOME=str(c / "hf"), CUDA_CACHE_PATH=str(c / "nv"),
     )  # fmt: skip
+    # vLLM's and inductor's compile caches: the machine's, kept across runs, as the runtime's
+    env.update(compile_cache_env(c))
     env[MARK] = f"{out}:{name}"
     for d in (out / "t", out / "r", c):
         d.mkdir(parents=True, exist_ok=True)

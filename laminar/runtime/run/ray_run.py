@@ -63,10 +63,9 @@ class RunDirs:
             # looks (a SIGKILLed driver left two engine queues in /dev/shm, CI of stop 34).
             nodes.SCRATCH_ROOT_ENV: str(self.tmp.parent),
             nodes.SHM_ROOT_ENV: str(self.shm.parent),
-            "TMPDIR": str(self.tmp / "tmp"),  # vLLM's sockets, /tmp/vllm_dist_*, torch caches
-            "TORCHINDUCTOR_CACHE_DIR": str(self.tmp / "inductor"),
+            "TMPDIR": str(self.tmp / "tmp"),  # vLLM's sockets, /tmp/vllm_dist_*
             "VLLM_RPC_BASE_PATH": str(self.tmp / "vllm-rpc"),
-            "VLLM_CACHE_ROOT": str(self.tmp / "vllm-cache"),
+            **nodes.compile_cache_env(self.tmp),
         }
 
     def job_env(self) -> dict[str, str]:
@@ -83,7 +82,7 @@ def make_dirs() -> RunDirs:
     run_id = uuid.uuid4().hex[:10]
     # the same directories every process of the run derives (nodes.run_dir)
     dirs = RunDirs(run_id, nodes.run_dir(run_id, "scratch"), nodes.run_dir(run_id, "shm"))
-    for d in (dirs.tmp, dirs.shm, *(dirs.tmp / n for n in ("tmp", "vllm-rpc", "vllm-cache"))):
+    for d in (dirs.tmp, dirs.shm, *(dirs.tmp / n for n in ("tmp", "vllm-rpc"))):
         d.mkdir(parents=True, exist_ok=True)
     return dirs
 
@@ -187,8 +186,12 @@ class RolloutActor(RolloutWorker):
         engine_cls: type | None = None,
         **kwargs: Any,
     ):
-        if cpus:
-            os.sched_setaffinity(0, cpus)
+        # Pinned to ``cpus`` once the engine has started (``start``), not before: the start-up
+        # is three processes importing vLLM and torch one after another, which on their own
+        # core took ~40 s longer a start while the trainer's cores sat idle (2-core machine,
+        # benchmarks/RESULTS.md); vLLM binds its OpenMP threads to the replica's cores itself
+        # (VLLM_CPU_OMP_THREADS_BIND), and pin_tree then pins every process of the engine.
+        self._cpus = tuple(cpus)
         if nice:
             os.nice(nice)  # the engine processes started from here inherit it
         self.scratch_env: dict[str, str] = {}
@@ -207,6 +210,8 @@ class RolloutActor(RolloutWorker):
     async def start(self) -> dict:
         """Start the engine; the footprint also names this machine (for node-side cleanup)."""
         out = await super().start()
+        if self._cpus:
+            pin_tree(self._cpus)
         out["node_id"] = nodes.current_node()
         if self.run_id:  # for a reaper after this process is gone (nodes.record_engine_shm)
             nodes.record_engine_shm(self.run_id, self.replica_id, out["shm"])
