@@ -35,6 +35,9 @@ from typing import Any, Literal
 SHM_ROOT_ENV = "LAMINAR_SHM_ROOT"
 SCRATCH_ROOT_ENV = "LAMINAR_SCRATCH_ROOT"
 CACHE_DIR_ENV = "LAMINAR_CACHE_DIR"
+COMPILE_CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "VLLM_CACHE_ROOT")
+"""The variables :func:`compile_cache_env` sets: caches, not a run's files, that machines may
+share (emulated machines on one host share the host's; real ones may share an NFS home)."""
 Root = Literal["shm", "scratch"]
 
 
@@ -61,9 +64,10 @@ def compile_cache_env(scratch: Path) -> dict[str, str]:
     """``TORCHINDUCTOR_CACHE_DIR`` and ``VLLM_CACHE_ROOT``: in :func:`cache_dir` when there is
     one, else in the run's ``scratch`` directory."""
     shared = cache_dir()
+    inductor, vllm = COMPILE_CACHE_VARS
     return {
-        "TORCHINDUCTOR_CACHE_DIR": str(shared / "inductor" if shared else scratch / "inductor"),
-        "VLLM_CACHE_ROOT": str(shared / "vllm" if shared else scratch / "vllm-cache"),
+        inductor: str(shared / "inductor" if shared else scratch / "inductor"),
+        vllm: str(shared / "vllm" if shared else scratch / "vllm-cache"),
     }
 
 
