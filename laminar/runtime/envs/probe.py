@@ -58,8 +58,8 @@ def check_in_child(cfg: Any, seed: int, key: str = "entry", timeout_s: float = 0
     except subprocess.TimeoutExpired:
         _kill(proc)
         out, err = proc.communicate()
-        stage = _last_stage(out)
-        raise _refusal(cfg, key, f"{_STAGES.get(stage, 'starting')} did not end within "
+        reached = _last_stage(out)
+        raise _refusal(cfg, key, f"{_STAGES.get(reached, 'starting')} did not end within "
                        f"{bound:g} s (a module that waits at import or a factory that never "
                        "returns; docs/environments.md)") from None  # fmt: skip
     except BaseException:
@@ -67,10 +67,10 @@ def check_in_child(cfg: Any, seed: int, key: str = "entry", timeout_s: float = 0
         raise
     answer = _answer(out)
     if answer is None:
-        stage = _last_stage(out)
+        reached = _last_stage(out)
         how = _how_it_ended(proc.returncode)
         tail = _tail(err)
-        raise _refusal(cfg, key, f"the process {how} while {_STAGES.get(stage, 'starting')}"
+        raise _refusal(cfg, key, f"the process {how} while {_STAGES.get(reached, 'starting')}"
                        f"{': ' + tail if tail else ''}")  # fmt: skip
     if "error" in answer:
         raise ConfigError(f"runtime.task.{key}", "", str(answer["error"]))

@@ -170,7 +170,8 @@ def _keep_sigterm_handler() -> Iterator[None]:
 class RolloutActor(RolloutWorker):
     """A :class:`RolloutWorker` that builds its vLLM engine inside its own actor process.
 
-    ``cpus``: cores for this process and the engine processes it starts (they inherit it).
+    ``cpus``: cores for this process and the engine processes it starts, pinned once the
+    engine has started (``start``: the start-up may use every core).
     ``node``: set up scratch and the base model on this actor's own machine
     (:mod:`laminar.runtime.rollout.node`); the engine then starts from that directory.
     ``engine_cls``: the engine class (default ``VllmEngine``; tests pass a fake).
