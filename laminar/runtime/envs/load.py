@@ -29,7 +29,7 @@ def _cause(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}{where}"
 
 
-def _error(cfg: Any, message: str, key: str = "entry") -> ConfigError:
+def entry_error(cfg: Any, message: str, key: str = "entry") -> ConfigError:
     return ConfigError(f"runtime.task.{key}", "", f"{getattr(cfg, key)!r}: {message}")
 
 
@@ -63,14 +63,14 @@ def load_factory(cfg: Any, key: str = "entry") -> Any:
     except (Exception, SystemExit) as e:  # a user module may raise anything, exit too
         looked = f"{cfg.module_dir or '(no module_dir)'} and PYTHONPATH"
         where = module_file(cfg, key)
-        raise _error(
+        raise entry_error(
             cfg,
             f"cannot import module {name!r} ({where or 'not found in ' + looked}): {_cause(e)}",
             key,
         ) from None
     factory = getattr(module, attr, None)
     if not callable(factory):
-        raise _error(cfg, f"{getattr(module, '__file__', name)} has no callable {attr!r}", key)
+        raise entry_error(cfg, f"{getattr(module, '__file__', name)} has no callable {attr!r}", key)
     return factory
 
 
@@ -86,20 +86,21 @@ def build_env(cfg: Any, factory: Any, seed: int) -> Any:
     try:
         env = factory(dict(cfg.args), seed)
     except (Exception, SystemExit) as e:
-        raise _error(cfg, f"the factory failed (module {where}): {_cause(e)}") from None
+        raise entry_error(cfg, f"the factory failed (module {where}): {_cause(e)}") from None
     if isinstance(env, type):
-        raise _error(cfg, f"the factory returned the class {env.__name__}, not an environment "
+        raise entry_error(cfg, f"the factory returned the class {env.__name__}, not an environment "
                      f"(call it: return {env.__name__}(...); module {where})")  # fmt: skip
     missing = [m for m in REQUIRED if not callable(getattr(env, m, None))]
     if missing:
-        raise _error(
+        raise entry_error(
             cfg,
             f"the factory returned {type(env).__name__}, which has no "
             f"{' or '.join(missing)} method (module {where}; docs/environments.md)",
         )
     if hasattr(env, "step") and not callable(env.step):
-        raise _error(cfg, f"the environment's step is a {type(env.step).__name__}, not a method "
-                     f"(module {where}; docs/environments.md)")  # fmt: skip
+        kind = type(env.step).__name__
+        raise entry_error(cfg, f"the environment's step is a {kind}, not a method "
+                          f"(module {where}; docs/environments.md)")  # fmt: skip
     return env
 
 

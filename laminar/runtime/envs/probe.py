@@ -21,6 +21,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from laminar.errors import ConfigError
+from laminar.runtime.envs.load import entry_error as refusal  # the one message shape
 
 MARK = "laminar-probe: "
 STAGE = "laminar-probe-stage: "
@@ -59,9 +60,9 @@ def check_in_child(cfg: Any, seed: int, key: str = "entry", timeout_s: float = 0
         _kill(proc)
         out, err = proc.communicate()
         reached = _last_stage(out)
-        raise _refusal(cfg, key, f"{_STAGES.get(reached, 'starting')} did not end within "
+        raise refusal(cfg, f"{_STAGES.get(reached, 'starting')} did not end within "
                        f"{bound:g} s (a module that waits at import or a factory that never "
-                       "returns; docs/environments.md)") from None  # fmt: skip
+                       "returns; docs/environments.md)", key) from None  # fmt: skip
     except BaseException:
         _kill(proc)
         raise
@@ -70,14 +71,10 @@ def check_in_child(cfg: Any, seed: int, key: str = "entry", timeout_s: float = 0
         reached = _last_stage(out)
         how = _how_it_ended(proc.returncode)
         tail = _tail(err)
-        raise _refusal(cfg, key, f"the process {how} while {_STAGES.get(reached, 'starting')}"
-                       f"{': ' + tail if tail else ''}")  # fmt: skip
+        raise refusal(cfg, f"the process {how} while {_STAGES.get(reached, 'starting')}"
+                       f"{': ' + tail if tail else ''}", key)  # fmt: skip
     if "error" in answer:
         raise ConfigError(f"runtime.task.{key}", "", str(answer["error"]))
-
-
-def _refusal(cfg: Any, key: str, message: str) -> ConfigError:
-    return ConfigError(f"runtime.task.{key}", "", f"{getattr(cfg, key)!r}: {message}")
 
 
 def _kill(proc: subprocess.Popen) -> None:
