@@ -40,6 +40,7 @@ SHAPES = {
                   tie_word_embeddings=True),
 }  # fmt: skip
 MiB = 2**20
+SHORT_TOKENS = 64  # the short step whose peak is subtracted: what does not grow with length
 
 
 def _bare(rank, world, init):
@@ -87,14 +88,20 @@ def _activations(rank, world, init, cfg, work_dir, tokens):
     r.join(init, threads=2)
     r.build()
     r.prepare()
-    small, adv = full_batch(64, 1)
+    small, adv = full_batch(SHORT_TOKENS, 1)
     r.train_step((small, adv), [[0]])  # gradients and AdamW states exist from here on
+    held = peakmem.rss()
+    peakmem.reset_peak()
+    r.train_step((small, adv), [[0]])  # what a step holds whatever its length
+    short = peakmem.peak() - held
     held = peakmem.rss()
     trajs, adv = full_batch(tokens, 1)
     peakmem.reset_peak()
     t = time.perf_counter()
     r.train_step((trajs, adv), [[0]])
-    return {"step_over_states": peakmem.peak() - held, "step_s": time.perf_counter() - t}
+    over = peakmem.peak() - held
+    return {"step_over_states": over, "short_step_over_states": short,
+            "activations": over - short, "step_s": time.perf_counter() - t}  # fmt: skip
 
 
 def _model(root: Path, name: str, **extra) -> Path:
@@ -109,10 +116,11 @@ def _model(root: Path, name: str, **extra) -> Path:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--shape", choices=sorted(SHAPES), default="qwen2.5-0.5b")
-    p.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 4])
+    p.add_argument("--ranks", type=int, nargs="*", default=[1, 2, 4],
+                   help="rank counts of the loading runs (none: activations only)")
     p.add_argument("--act-tokens", type=int, default=4096)
-    p.add_argument("--act-layers", type=int, default=6,
-                   help="decoder layers of the activation runs' model (same layer shapes)")
+    p.add_argument("--act-layers", type=int, nargs="+", default=[6, 12],
+                   help="decoder layers of the activation runs' models (same layer shapes)")
     p.add_argument("--models", default="/tmp/laminar-bench-trainer-memory")
     p.add_argument("--out", default="")
     args = p.parse_args(argv)
@@ -138,19 +146,26 @@ def main(argv: list[str] | None = None) -> int:
             "shard": est.weights, "states": est.states, "unsharded": est.unsharded - est.reserve,
             "reserve": est.reserve}}  # fmt: skip
         print(f"{n} ranks: done ({time.perf_counter() - t0:.0f} s)", flush=True)
-    act_model = _model(root, f"{args.shape}-{args.act_layers}l",
-                       **{**SHAPES[args.shape], "num_hidden_layers": args.act_layers})  # fmt: skip
     result["activations"] = {}
-    for ckpt in (True, False):
-        cfg = pretrained_config(act_model, ranks=1, tokens=args.act_tokens, ckpt=ckpt)
-        cfg = cfg.model_dump(mode="json")
-        est = runtime_trainer_memory(LaminarConfig.model_validate(cfg))
-        out = run_ranks(1, _activations, cfg, str(root / "work-act"), args.act_tokens,
-                        timeout_s=3600)[0]  # fmt: skip
-        result["activations"][ckpt] = {"measured": out, "predicted": {
-            "activations": est.activations, "logprobs": est.logprobs, "gathered": est.gathered}}
-        print(f"activations, checkpointing={ckpt}: done ({time.perf_counter() - t0:.0f} s)",
-              flush=True)  # fmt: skip
+    for layers in args.act_layers:
+        act_model = _model(root, f"{args.shape}-{layers}l",
+                           **{**SHAPES[args.shape], "num_hidden_layers": layers})  # fmt: skip
+        for ckpt in (True, False):
+            cfg = pretrained_config(act_model, ranks=1, tokens=args.act_tokens, ckpt=ckpt)
+            cfg = cfg.model_dump(mode="json")
+            est = runtime_trainer_memory(LaminarConfig.model_validate(cfg))
+            short = runtime_trainer_memory(LaminarConfig.model_validate(
+                pretrained_config(act_model, ranks=1, tokens=SHORT_TOKENS, ckpt=ckpt)))
+            out = run_ranks(1, _activations, cfg, str(root / "work-act"), args.act_tokens,
+                            timeout_s=3600)[0]  # fmt: skip
+            result["activations"][f"{layers}/{ckpt}"] = {
+                "layers": layers, "ckpt": ckpt, "measured": out, "predicted": {
+                    "activations": est.activations, "logprobs": est.logprobs,
+                    "gathered": est.gathered,
+                    "grows": est.activations + est.logprobs
+                    - short.activations - short.logprobs}}  # fmt: skip
+            print(f"activations, {layers} layers, checkpointing={ckpt}: done "
+                  f"({time.perf_counter() - t0:.0f} s)", flush=True)  # fmt: skip
     result["total_s"] = time.perf_counter() - t0
     print(report(result))
     if args.out:
@@ -180,16 +195,23 @@ def report(r: dict) -> str:
         )
     lines += [
         "",
-        "| activation checkpointing | step peak above the held states, measured (MiB) | "
-        "predicted: activations + log-prob chunk + gathered groups (MiB) | step s |",
-        "|---|---|---|---|",
+        "| layers | activation checkpointing | step peak above the held states, measured (MiB) "
+        "| predicted: activations + log-prob chunk + gathered groups (MiB) | activations: "
+        f"4K-token step peak less a {SHORT_TOKENS}-token step's, measured (MiB) | predicted (MiB) "
+        "| with / without checkpointing | step s |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for ck, row in r["activations"].items():
-        pr = row["predicted"]
+    acts = r["activations"]
+    for row in acts.values():
+        pr, ms = row["predicted"], row["measured"]
         pred = pr["activations"] + pr["logprobs"] + pr["gathered"]
-        lines.append(f"| {ck} | {m(row['measured']['step_over_states'])} | {m(pred)} "
-                     f"({m(pr['activations'])} + {m(pr['logprobs'])} + {m(pr['gathered'])}) | "
-                     f"{row['measured']['step_s']:.0f} |")  # fmt: skip
+        off = acts.get(f"{row['layers']}/False")
+        ratio = (f"{ms['activations'] / off['measured']['activations']:.2f}"
+                 if row["ckpt"] and off else "")  # fmt: skip
+        lines.append(f"| {row['layers']} | {row['ckpt']} | {m(ms['step_over_states'])} | "
+                     f"{m(pred)} ({m(pr['activations'])} + {m(pr['logprobs'])} + "
+                     f"{m(pr['gathered'])}) | {m(ms['activations'])} | {m(pr['grows'])} | "
+                     f"{ratio} | {ms['step_s']:.0f} |")  # fmt: skip
     lines.append(f"\nTotal {r['total_s']:.0f} s.")
     return "\n".join(lines)
 

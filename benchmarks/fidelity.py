@@ -54,6 +54,9 @@ SETTINGS: dict[str, list[str]] = {
     "laminar-long": ["workload.max_response_len=256", "runtime.task.median_len=9",
                      "runtime.task.tail_ratio=20"],
     "sync-1rollout": ["runtime.mode=sync", "runtime.rollouts=1"],
+    # the same held-out lengths in the other mode
+    "sync-long": ["runtime.mode=sync", "workload.max_response_len=256",
+                  "runtime.task.median_len=9", "runtime.task.tail_ratio=20"],
 }
 CALIBRATION = ("laminar", "sync")
 

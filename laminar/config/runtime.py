@@ -285,12 +285,14 @@ class GrpoConfig(Section):
     activation of the forward (faster, far more memory at long responses). The gradients are
     the same either way."""
 
-    logprob_chunk_tokens: int = Field(1024, ge=0, le=1_000_000)
+    logprob_chunk_tokens: int = Field(512, ge=0, le=1_000_000)
     """Response tokens whose log-probabilities are taken at once from the final hidden states
     and the output embedding (tokens, 0..1e6): full-vocabulary logits exist for one chunk at a
-    time, in the forward and again in the backward, never for the whole micro-batch (at a
-    152K vocabulary, 1024 tokens are ~0.6 GB of fp32 logits). 0: the model's own head over
-    every token of the micro-batch at once (full logits, prompt tokens included)."""
+    time, in fp32, in the forward and again in the backward (where they become their own
+    gradient in place), never for the whole micro-batch (at a 152K vocabulary, 512 tokens are
+    ~0.3 GB of fp32 logits, about what checkpointed activations of a 4K-token sequence take on
+    a 0.5B model). 0: the model's own head over every token of the micro-batch at once (full
+    logits, prompt tokens included)."""
 
 
 class RuntimeConfig(Section):

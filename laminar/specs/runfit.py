@@ -166,7 +166,7 @@ def _reason(cfg, spec, mem, ranks, need, cap, where) -> tuple[str, str]:
     if not g.activation_checkpointing:
         hints.append("runtime.grpo.activation_checkpointing=true")
     if g.logprob_chunk_tokens == 0:
-        hints.append("runtime.grpo.logprob_chunk_tokens=1024")
+        hints.append("runtime.grpo.logprob_chunk_tokens=512")
     if mem.activations > mem.states:
         hints.append("a lower runtime.grpo.micro_batch_tokens or workload.max_response_len")
         key = "runtime.grpo.micro_batch_tokens"

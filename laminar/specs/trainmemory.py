@@ -23,8 +23,11 @@ and a parallel layout (tp, pp, ep, cp; 1 each by default) — and answers a
   measured within 10% on CPU (``tests/specs/test_trainmemory_measured.py``). Attention is taken
   as memory-efficient (no tokens² scores). Pipeline stages do not divide activations: under
   1F1B the first stage holds ``pp`` micro-batches of ``layers / pp`` layers.
-- **log-prob chunk**: full-vocabulary logits of ``logprob_chunk_tokens`` tokens at a time, in
-  the compute dtype, in fp32 and their gradient; 0 chunks: of every token of the micro-batch.
+- **log-prob chunk**: full-vocabulary logits of ``logprob_chunk_tokens`` tokens at a time in
+  fp32 (and in the compute dtype while they are cast, when it is narrower), turned into their
+  own gradient in place (``laminar.runtime.train.grpo``); 0 chunks: the model's own head on
+  every token of the micro-batch — logits in the compute dtype, their fp32 log-softmax and its
+  gradient.
 - **reserve**: a fixed amount per rank (a process with torch imported, a CUDA context).
 
 A rank's peak is the sum (:attr:`TrainerMemory.total`). On CPU, measured peaks of real steps
@@ -110,7 +113,7 @@ def trainer_memory(
     tokens: int,
     ranks: int = 1,
     checkpointing: bool = True,
-    logprob_chunk_tokens: int = 1024,
+    logprob_chunk_tokens: int = 512,
     master_bytes: int = 4,
     grad_bytes: int = 4,
     optimizer_bytes: int = 8,
@@ -155,8 +158,10 @@ def trainer_memory(
     kept = spec.layers * t * (h if checkpointing else work) * b
     acts = kept + (t * work * b if checkpointing else 0.0)
     acts += 4 * t * h * b  # embedding output, final norm, hidden-state gradients in flight
-    chunk = min(logprob_chunk_tokens, t) if logprob_chunk_tokens else t
-    logits = chunk * spec.vocab / tp * (b + 4 + 4)  # compute dtype, fp32, fp32 gradient
+    if logprob_chunk_tokens:  # one chunk in fp32, turned into its gradient in place
+        logits = min(logprob_chunk_tokens, t) * spec.vocab / tp * (4 + (b if b != 4 else 0))
+    else:  # the model's own head: compute dtype, fp32 log-softmax, its fp32 gradient
+        logits = t * spec.vocab / tp * (b + 4 + 4)
     return TrainerMemory(
         weights=params * master_bytes,
         grads=params * grad_bytes,

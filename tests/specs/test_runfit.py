@@ -42,7 +42,11 @@ def test_checkpointing_and_chunks_cut_activations():
     ckpt = trainer_memory(spec, tokens=4096, checkpointing=True, logprob_chunk_tokens=0)
     chunk = trainer_memory(spec, tokens=4096, checkpointing=True, logprob_chunk_tokens=512)
     assert ckpt.activations < full.activations / 3
-    assert chunk.logprobs == pytest.approx(ckpt.logprobs / 8)
+    # an eighth of the tokens, and fp32 logits turned into their gradient in place (4 bytes a
+    # logit) against the model's head: logits, their log-softmax and its gradient (12)
+    assert chunk.logprobs == pytest.approx(ckpt.logprobs / 8 / 3)
+    bf16 = trainer_memory(spec, tokens=4096, logprob_chunk_tokens=512, compute_bytes=2)
+    assert bf16.logprobs == pytest.approx(chunk.logprobs * 6 / 4)  # + the bf16 logits
     ref = trainer_memory(spec, tokens=4096, reference=True)
     assert ref.reference == pytest.approx(4 * spec.total_params)
 

@@ -125,29 +125,77 @@ def chunked_logprobs(
     """log p(targets) where ``keep``, from final hidden states [B, T, H] and the output
     embedding [V, H], ``chunk_tokens`` rows at a time; 0 elsewhere. Shape [B, T], fp32.
 
-    Each chunk's logits (the weight's dtype, then fp32) live only while its log-probs are
-    taken: with gradients on, the chunk runs under ``torch.utils.checkpoint``, so the backward
-    recomputes one chunk's logits at a time instead of keeping every chunk's.
+    One chunk's full-vocabulary logits exist at a time, in fp32 (and briefly in the weight's
+    dtype when that is narrower), forward and backward alike (:class:`_ChunkedLogp`): the
+    forward keeps only each row's log-sum-exp, the backward recomputes a chunk's logits and
+    turns them into their gradient in place.
     """
-    from torch.utils.checkpoint import checkpoint
-
     rows, tgt = hidden[keep], targets[keep]
-    grad = torch.is_grad_enabled() and (rows.requires_grad or weight.requires_grad)
-    parts = []
-    for s in range(0, max(1, rows.shape[0]), chunk_tokens):  # one (empty) chunk at least
-        args = (rows[s : s + chunk_tokens], weight, bias, tgt[s : s + chunk_tokens])
-        parts.append(
-            checkpoint(_chunk_logp, *args, use_reentrant=False) if grad else _chunk_logp(*args)
-        )
+    logp = _ChunkedLogp.apply(rows, weight, bias, tgt, max(1, chunk_tokens))
     out = torch.zeros(targets.shape, dtype=torch.float32, device=hidden.device)
-    return out.masked_scatter(keep, torch.cat(parts))
+    return out.masked_scatter(keep, logp)
 
 
-def _chunk_logp(
-    rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, tgt: torch.Tensor
-) -> torch.Tensor:
-    logits = torch.nn.functional.linear(rows, weight, bias).float()
-    return logits.gather(-1, tgt.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+def _chunk_logits(rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None):
+    """One chunk's logits in fp32 (a fresh tensor: callers work on it in place)."""
+    logits = torch.nn.functional.linear(rows, weight, bias)
+    return logits.float() if logits.dtype != torch.float32 else logits
+
+
+class _ChunkedLogp(torch.autograd.Function):
+    """log p(tgt) of ``rows`` [N, H] under the head ``weight`` [V, H] (+ ``bias``), chunk by
+    chunk, keeping one chunk's logits at a time (the idea of fused linear cross-entropy
+    kernels such as Liger's, in plain torch). Saved for the backward: the inputs and each
+    row's log-sum-exp; the gradient of a chunk's logits is ``g * (onehot - softmax)``."""
+
+    @staticmethod
+    def forward(ctx, rows, weight, bias, tgt, chunk):
+        n = rows.shape[0]
+        logp = torch.empty(n, dtype=torch.float32, device=rows.device)
+        lse = torch.empty(n, dtype=torch.float32, device=rows.device)
+        with torch.no_grad():
+            for s in range(0, n, chunk):
+                f = _chunk_logits(rows[s : s + chunk], weight, bias)
+                picked = f.gather(-1, tgt[s : s + chunk].unsqueeze(-1)).squeeze(-1)
+                top = f.amax(dim=-1, keepdim=True)
+                lse_c = f.sub_(top).exp_().sum(dim=-1).log_().add_(top.squeeze(-1))
+                lse[s : s + chunk] = lse_c
+                logp[s : s + chunk] = picked - lse_c
+                del f
+        ctx.save_for_backward(rows, weight, bias, tgt, lse)
+        ctx.chunk = chunk
+        return logp
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        rows, weight, bias, tgt, lse = ctx.saved_tensors
+        need_rows, need_w, need_b = ctx.needs_input_grad[:3]
+        g_rows = torch.empty_like(rows) if need_rows else None
+        g_w = torch.zeros_like(weight) if need_w else None
+        g_b = torch.zeros_like(bias) if need_b and bias is not None else None
+        chunk = ctx.chunk
+        with torch.no_grad():
+            for s in range(0, rows.shape[0], chunk):
+                r = rows[s : s + chunk]
+                f = _chunk_logits(r, weight, bias)
+                # softmax, minus the target's one-hot, times -g: d logp / d logits, scaled
+                f.sub_(lse[s : s + chunk].unsqueeze(-1)).exp_()
+                f.scatter_add_(-1, tgt[s : s + chunk].unsqueeze(-1), _minus_ones(f, r.shape[0]))
+                f.mul_(grad_out[s : s + chunk].unsqueeze(-1).neg())
+                gl = f.to(weight.dtype)
+                del f
+                if g_rows is not None:
+                    g_rows[s : s + chunk] = (gl @ weight).to(rows.dtype)
+                if g_w is not None:
+                    g_w.addmm_(gl.t(), r.to(weight.dtype))
+                if g_b is not None:
+                    g_b.add_(gl.sum(dim=0).to(bias.dtype))
+                del gl
+        return g_rows, g_w, g_b, None, None
+
+
+def _minus_ones(f: torch.Tensor, n: int) -> torch.Tensor:
+    return torch.full((n, 1), -1.0, dtype=f.dtype, device=f.device)
 
 
 def _plain_head(model: Any, head: Any) -> bool:
