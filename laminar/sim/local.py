@@ -37,6 +37,16 @@ measured on the machine the runs came from (``laminar/calibrate``):
   ``runtime.flush_interval_s``; laminar mode) -> half an interval late on average;
 - the task's answer lengths, or a run's own trace (``workload.source: trace``) -> the
   workload (``laminar.sim.local_workload``);
+- a multi-turn run's trace (``turns``, ``tool_latency_s``: an environment with ``step``,
+  ``laminar/runtime/rollout/turns.py``) -> the simulator's turns (``laminar.sim.turns``): a
+  trajectory generates turn by turn on the version it started with and waits each environment
+  call off the engine (its slot and KV freed, the others decoding), then re-prefills its
+  context; the rollout still holds it: laminar mode counts it in the room it tops up
+  (``len(self.trajs)`` in the runtime) and reloads only once it is finished, as
+  ``load_latest`` does (a replica woken while it holds only such trajectories stays idle);
+  sync mode's step waits for the slowest conversation. The runtime's last ``step`` call of a
+  conversation its environment ends, and the environment's reward call, are not in the trace
+  and not charged;
 - a replica alone on its cores runs 1 + the cost file's ``cross_core_gamma`` times slower while
   another core set works (a replica there decoding, the trainer updating on cores not its
   own): :class:`CoreSharing`.
@@ -349,10 +359,11 @@ class RuntimeLaminar(RuntimeSystem):
         replica.assign(trajs)
 
     def top_up(self, cluster, replica) -> None:
-        """While on the newest weights, fill the room left by finished trajectories."""
+        """While on the newest weights, fill the room left by finished trajectories. One away
+        on its environment is held (the runtime's ``len(self.trajs)``): it keeps its room."""
         if replica.version != cluster.relay.version_at(replica.relay_pos):
             return  # a newer version is out: drain, then reload (§2.4)
-        held = len(replica.running) + len(replica.waiting)
+        held = len(replica.running) + len(replica.waiting) + len(replica.away)
         k = min((replica.max_batch - held) // self.cfg.workload.samples_per_prompt, self.budget())
         if k > 0:
             trajs = self._take(cluster, replica, k)

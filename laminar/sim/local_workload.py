@@ -10,6 +10,7 @@ from laminar.costfile import read_cost_file
 from laminar.errors import ConfigError
 from laminar.policy.repeatanswers import answer_len
 from laminar.traces.lengths import MEAN_KEY, P99_KEY, warn_trace_overrides
+from laminar.traces.schema import TOOL_COLUMNS
 
 
 def runtime_workload(cfg: LaminarConfig) -> pd.DataFrame | None:
@@ -43,6 +44,7 @@ def _issue_order(trace: pd.DataFrame, prompts_per_step: int) -> pd.DataFrame:
     df["prompt_id"] = df["prompt_id"].map(order)
     df["step"] = df["prompt_id"] // prompts_per_step
     cols = ["step", "prompt_id", "sample_index", "prompt_len", "response_len", "finish_reason"]
+    cols += [c for c in TOOL_COLUMNS if c in df]  # multi-turn trajectories (laminar.sim.turns)
     return df[cols].reset_index(drop=True)
 
 

@@ -115,8 +115,17 @@ class Replica(ReplicaOutside):
                 self._record(0)
                 self._busy(False)
                 if self.away:  # it holds only trajectories waiting on their environment
-                    self.back = env.event()  # ``wake`` fires it
-                    yield self.back
+                    while True:  # until one returns or they are moved away
+                        self.back = env.event()  # ``wake`` fires it
+                        yield self.back
+                        if self.running or self.waiting or not self.away:
+                            break
+                        # Woken with nothing to run (new weights, a core-mate re-planning):
+                        # a new idle point, and it stays idle; turning busy here would wake
+                        # its core-mates, which would wake it back, at the same instant.
+                        self.idle_s += env.now - self.idle_since
+                        self.idle_since = env.now
+                        self._record(0)
                 else:
                     yield from self.wait_up()
                     yield from system.refill(cluster, self)
@@ -198,7 +207,7 @@ class Replica(ReplicaOutside):
             self.seg_done = n
         self.in_segment = False
         done = self._complete(now)
-        if done and self.running and self._top_up is not None:
+        if done and (self.running or self.away) and self._top_up is not None:
             self._top_up(self.cluster, self)
         return self.begin(now)
 
