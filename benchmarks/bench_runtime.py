@@ -40,9 +40,10 @@ what the model does after the tool's answer is not taught); on a pretrained mode
 file, its response lengths replayed from its trace (``laminar simulate``, as
 ``benchmarks/fidelity.py`` does), and prints measured against simulated train tokens/s and the
 laminar/sync ratio. Both figures are over the steps after the first (the simulator's
-``sim.warmup_steps=1``), so they differ from the headline's whole-loop figures. The simulator
-plays single-turn generation: environment latency in a trace is carried through, not
-simulated (``laminar/sim/README.md``, known simplifications).
+``sim.warmup_steps=1``), so they differ from the headline's whole-loop figures. A multi-turn
+trace's turns and environment waits are replayed too (``laminar.sim.turns``). ``--cost FILE``
+simulates with that cost file (``laminar calibrate`` on other runs of this machine) instead of
+calibrating on these runs.
 """
 
 from __future__ import annotations
@@ -168,9 +169,10 @@ def ratio(a: list[dict], b: list[dict], key: str) -> list[float]:
     return [x[key] / y[key] for x, y in zip(a, b, strict=True)]
 
 
-def simulated_rows(out: Path, names: list[str]) -> list[dict]:
+def simulated_rows(out: Path, names: list[str], cost: Path | None = None) -> list[dict]:
     """Calibrate on every run directory under ``out`` (``laminar calibrate``: ``out/cost.json``)
-    and simulate each run's config with it (``laminar simulate``, lengths replayed from the
+    (or take ``cost``) and simulate each run's config with it (``laminar simulate``, lengths
+    replayed from the
     run's trace); one row per run: measured and simulated train tokens/s over the steps after
     the first (``benchmarks/fidelity.py``: ``measured``, ``predicted``)."""
     sys.path.insert(0, str(HERE))
@@ -181,9 +183,10 @@ def simulated_rows(out: Path, names: list[str]) -> list[dict]:
     from laminar.calibrate import calibrate, cost_file_json
 
     runs = {n: sorted((out / n).glob("rep*")) for n in names}
-    content, _ = calibrate([d for dirs in runs.values() for d in dirs])
-    cost = (out / "cost.json").resolve()
-    cost.write_text(cost_file_json(content))
+    if cost is None:
+        content, _ = calibrate([d for dirs in runs.values() for d in dirs])
+        cost = (out / "cost.json").resolve()
+        cost.write_text(cost_file_json(content))
     rows = []
     for name, dirs in runs.items():
         for d in dirs:
@@ -260,11 +263,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="write the laminar and sync runs' directories here, then "
         "calibrate the simulator on them and simulate each (module doc)",
     )
+    p.add_argument(
+        "--cost",
+        help="with --out: simulate the runs with this cost file (laminar calibrate on other "
+        "runs of this machine) instead of calibrating on them",
+    )
     args = p.parse_args(argv)
     if not args.env_latency_s >= 0 or not args.env_latency_sigma >= 0:
         p.error("--env-latency-s and --env-latency-sigma must be >= 0")
     if args.problems < 1:
         p.error("--problems must be >= 1")
+    if args.cost and not args.out:
+        p.error("--cost: simulates the runs of --out; give --out too")
+    if args.cost and not Path(args.cost).is_file():
+        p.error(f"--cost {args.cost}: no such file")
     if args.out and Path(args.out).exists() and any(Path(args.out).iterdir()):
         p.error(f"--out {args.out}: exists and is not empty")
     return args
@@ -326,13 +338,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{key:38s} {shown:22s}  {statistics.median(values):.2f}x")
     simulated: dict = {}
     if out is not None:
-        rows = simulated_rows(out, ["laminar", "sync"])
+        cost = Path(args.cost).resolve() if args.cost else None
+        rows = simulated_rows(out, ["laminar", "sync"], cost)
         simulated, text = sim_table(rows)
         simulated["runs"] = rows
-        print(
-            f"\nmeasured vs simulated (calibrated on these runs: {out / 'cost.json'}; "
-            "steps after the first; the simulator does not play environment latency)"
-        )
+        simulated["cost_file"] = str(cost or out / "cost.json")
+        where = f"cost file {cost}" if cost else f"calibrated on these runs: {out / 'cost.json'}"
+        print(f"\nmeasured vs simulated ({where}; steps after the first)")
         print(text)
         (out / "simulated.json").write_text(json.dumps(simulated, indent=2) + "\n")
     if args.json:

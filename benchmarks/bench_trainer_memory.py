@@ -7,10 +7,14 @@ A random-weight Qwen2.5-0.5B-shaped model (494M parameters, bf16 safetensors, ge
 imported and its process group, and with the model built on the meta device), the peak growth
 while loading against its shard plus the largest single tensor, and the training state after
 one optimizer step (weights, gradients, AdamW states) against the estimate. Then the peak
-activation memory of one step at a 4K-token sequence with and without activation
-checkpointing (same layer shapes, fewer layers: this machine's memory), against the estimate.
+memory of one step at a 4K-token sequence with and without activation checkpointing, above
+the states the rank holds, for models of the same layer shapes with ``--act-layers`` layers
+(24: the whole 0.5B model, ~19 GiB without checkpointing), against the estimate; and how much
+the 4K-token sequence raises the forward + backward peak over a 64-token step's (what grows
+with the sequence: activations and the log-prob chunk).
 
-    .venv/bin/python benchmarks/bench_trainer_memory.py            # ~10 min on 2 cores
+    .venv/bin/python benchmarks/bench_trainer_memory.py            # ~20 min on 2 cores
+    .venv/bin/python benchmarks/bench_trainer_memory.py --ranks --act-layers 6 24  # activations
     .venv/bin/python benchmarks/bench_trainer_memory.py --shape small --ranks 1 2  # a smoke run
 
 Processes run with ``MALLOC_MMAP_THRESHOLD_=65536`` so that freed tensors leave resident
@@ -89,19 +93,26 @@ def _activations(rank, world, init, cfg, work_dir, tokens):
     r.build()
     r.prepare()
     small, adv = full_batch(SHORT_TOKENS, 1)
-    r.train_step((small, adv), [[0]])  # gradients and AdamW states exist from here on
-    held = peakmem.rss()
-    peakmem.reset_peak()
-    r.train_step((small, adv), [[0]])  # what a step holds whatever its length
-    short = peakmem.peak() - held
-    held = peakmem.rss()
-    trajs, adv = full_batch(tokens, 1)
-    peakmem.reset_peak()
+    r.train_step((small, adv), [[0]])  # AdamW states exist from here on
+    marks: list[int] = []  # the peak of forward and backward: read as the optimizer starts
+    opt_step = r.opt.step
+    r.opt.step = lambda *a, **k: (marks.append(peakmem.peak()), opt_step(*a, **k))[1]
+
+    def step(n: int) -> tuple[int, int]:
+        trajs, adv = full_batch(n, 1)
+        held = peakmem.rss()
+        peakmem.reset_peak()
+        r.train_step((trajs, adv), [[0]])
+        return marks[-1] - held, peakmem.peak() - held
+
+    short_fb, short = step(SHORT_TOKENS)  # what a step holds whatever its length
     t = time.perf_counter()
-    r.train_step((trajs, adv), [[0]])
-    over = peakmem.peak() - held
+    fb, over = step(tokens)
+    # forward + backward of the long step less the short one's: what grows with the sequence
+    # (the gradients, re-made every step, and the gathered groups cancel out)
     return {"step_over_states": over, "short_step_over_states": short,
-            "activations": over - short, "step_s": time.perf_counter() - t}  # fmt: skip
+            "fwd_bwd_over_states": fb, "short_fwd_bwd_over_states": short_fb,
+            "activations": fb - short_fb, "step_s": time.perf_counter() - t}  # fmt: skip
 
 
 def _model(root: Path, name: str, **extra) -> Path:
@@ -197,7 +208,8 @@ def report(r: dict) -> str:
         "",
         "| layers | activation checkpointing | step peak above the held states, measured (MiB) "
         "| predicted: activations + log-prob chunk + gathered groups (MiB) | activations: "
-        f"4K-token step peak less a {SHORT_TOKENS}-token step's, measured (MiB) | predicted (MiB) "
+        f"forward + backward peak of the 4K-token step less a {SHORT_TOKENS}-token step's, "
+        "measured (MiB) | predicted (MiB) "
         "| with / without checkpointing | step s |",
         "|---|---|---|---|---|---|---|---|",
     ]
