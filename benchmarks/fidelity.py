@@ -176,13 +176,15 @@ def run_dirs(root: Path) -> dict[str, list[Path]]:
 
 
 def table(runs: dict[str, list[Path]], costs: Path | dict[str, Path], scratch: Path,
-          calibration: tuple[str, ...] = CALIBRATION,
-          speed: str = "none") -> pd.DataFrame:  # fmt: skip
+          calibration: tuple[str, ...] = CALIBRATION, speed: str = "none",
+          probe_costs: dict[str, Path] | None = None) -> pd.DataFrame:  # fmt: skip
     """One row per run: measured; predicted; predicted given the trainer's measured CPU share;
     predicted from task lengths. ``costs``: one cost file for every run, or one per repeat
     (``repeat_costs``: a run is predicted with the cost file of its own repeat). ``speed``: a
     probe figure (``laminar/calibrate/speed.py``) to predict every run at the machine speed
-    measured beside it, or ``none``."""
+    measured beside it, or ``none``. ``probe_costs``: setting -> the cost file whose task
+    lengths a short probe run of that setting measured (``probe_costs``): a *probe lengths*
+    prediction beside the task lengths one."""
     rows = []
     contents: dict[Path, dict] = {}  # each cost file read once
     for setting, dirs in runs.items():
@@ -210,6 +212,9 @@ def table(runs: dict[str, list[Path]], costs: Path | dict[str, Path], scratch: P
             row.update({f"predicted_{k}": v for k, v in predicted(d, cost, trace=True).items()})
             task = predicted(d, cost, trace=False)
             row.update({f"task_{k}": task[k] for k in ("train_tokens_per_s", "step_time_s")})
+            if probe_costs and setting in probe_costs:
+                probe = predicted(d, probe_costs[setting], trace=False)
+                row.update({f"probe_{k}": probe[k] for k in ("train_tokens_per_s", "step_time_s")})
             given = at_share(content, trainer_share(d), scratch / f"{setting}-{d.name}.json")
             shared = predicted(d, given.resolve(), trace=True)
             row.update({f"share_{k}": shared[k] for k in ("train_tokens_per_s", "step_time_s")})
@@ -217,6 +222,22 @@ def table(runs: dict[str, list[Path]], costs: Path | dict[str, Path], scratch: P
             print(f"{setting:20s} {d.name}: measured {row['measured_train_tokens_per_s']:7.0f} "
                   f"predicted {row['predicted_train_tokens_per_s']:7.0f} tokens/s", flush=True)
     return pd.DataFrame(rows)
+
+
+def probe_costs(probes: Path, calib: list[Path], data: Path) -> dict[str, Path]:
+    """setting -> a cost file calibrated on ``calib`` with its task lengths measured from the
+    short runs of that setting under ``probes`` (``laminar calibrate --lengths-from``): what a
+    user who ran a few steps of the job before predicting it would have (docs/fidelity.md,
+    *Issue 31*)."""
+    out = {}
+    for setting, dirs in run_dirs(probes).items():
+        if not dirs:
+            continue
+        content, _ = calibrate(calib, lengths_from=dirs)
+        path = data / f"cost-probe-{setting}.json"
+        path.write_text(cost_file_json(content))
+        out[setting] = path.resolve()
+    return out
 
 
 def repeat_costs(runs: dict[str, list[Path]], scratch: Path,
@@ -256,7 +277,9 @@ def per_setting(df: pd.DataFrame) -> pd.DataFrame:
                 row[f"predicted_{k}"] = p
                 row[f"error_{k}"] = p / m.median() - 1 if m.median() else np.nan
         for k in ("train_tokens_per_s", "step_time_s"):
-            for w in ("task", "share"):
+            for w in ("task", "share", "probe"):
+                if f"{w}_{k}" not in g or g[f"{w}_{k}"].isna().all():
+                    continue
                 row[f"{w}_{k}"] = g[f"{w}_{k}"].median()
                 row[f"{w}_error_{k}"] = row[f"{w}_{k}"] / row[f"measured_{k}"] - 1
         out.append(row)
@@ -389,6 +412,17 @@ def results_markdown(settings: pd.DataFrame, fits: list[Fit], noise: pd.DataFram
                       f"**{_pct(r[f'error_{m}'])}** | {_pct(r[f'share_error_{m}'])} | "
                       f"{_pct(r[f'task_error_{m}'])} |")  # fmt: skip
         lines.append(cells)
+    if "probe_error_train_tokens_per_s" in settings:
+        lines += ["", "*Probe lengths*: the task lengths as a short run of the job itself "
+                  "answered them (`fidelity.py --probes`, `laminar calibrate --lengths-from`; "
+                  "every time coefficient as above):", "",
+                  "| setting | train_tokens_per_s: task lengths | probe lengths | "
+                  "step_time_s: task lengths | probe lengths |", "|" + "---|" * 5]  # fmt: skip
+        for _, r in settings.dropna(subset=["probe_error_train_tokens_per_s"]).iterrows():
+            lines.append(
+                f"| {r['setting']} | {_pct(r['task_error_train_tokens_per_s'])} | "
+                f"**{_pct(r['probe_error_train_tokens_per_s'])}** | "
+                f"{_pct(r['task_error_step_time_s'])} | **{_pct(r['probe_error_step_time_s'])}** |")
     lines += ["", "| setting | gen tokens/s meas. / pred. | staleness mean meas. / pred. | "
               "staleness max meas. / pred. | KV tokens/replica meas. / pred. |",
               "|" + "---|" * 5]  # fmt: skip
@@ -509,6 +543,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calibrate", nargs="+", default=list(CALIBRATION), metavar="SETTING",
                    help=f"settings to calibrate on (default: {' '.join(CALIBRATION)})")
     p.add_argument("--repeats", nargs="+", metavar="REP", help="only these repeats (rep0 ...)")
+    p.add_argument("--probes", metavar="DIR", help="fidelity_runs.py output of short runs of "
+                   "held-out settings: predict those settings from the task lengths their "
+                   "probes answered too (laminar calibrate --lengths-from)")
     p.add_argument("--speed", default="none", choices=["none", "speed_s", *PROBE_FIGURES],
                    help="predict every run at the machine speed its probe measured, by this "
                    "figure (speed_s: geometric mean of both; laminar/calibrate/speed.py)")
@@ -533,6 +570,8 @@ def main(argv: list[str] | None = None) -> int:
         runs = {k: [d for d in v if d.name in args.repeats] for k, v in runs.items()}
     if not any(runs.values()):
         p.error(f"no run directories in {args.runs}" + (" of those repeats" * bool(args.repeats)))
+    if args.probes and not any(run_dirs(Path(args.probes)).values()):
+        p.error(f"--probes {args.probes}: no run directories there")
     unknown = [c for c in args.calibrate if not runs.get(c)]
     if unknown:
         p.error(f"--calibrate {unknown[0]}: no runs of that setting in {args.runs}")
@@ -547,7 +586,8 @@ def main(argv: list[str] | None = None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="fidelity-"))
     try:
         costs = repeat_costs(runs, scratch, calibration) if args.paired else cost.resolve()
-        df = table(runs, costs, scratch, calibration, args.speed)
+        probes = probe_costs(Path(args.probes), calib, data) if args.probes else None
+        df = table(runs, costs, scratch, calibration, args.speed, probes)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     df.to_csv(data / "runs.csv", index=False)

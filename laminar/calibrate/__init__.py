@@ -49,12 +49,20 @@ def _check_same(runs: list[RunData]) -> None:
                 )
 
 
-def calibrate(run_dirs: Sequence[str | Path]) -> tuple[dict, list[Fit]]:
-    """(cost file content, the fits) for the runs in ``run_dirs``."""
+def calibrate(
+    run_dirs: Sequence[str | Path], lengths_from: Sequence[str | Path] = ()
+) -> tuple[dict, list[Fit]]:
+    """(cost file content, the fits) for the runs in ``run_dirs``. ``lengths_from``: runs
+    whose policy's answers make the cost file's ``policy_lengths`` instead of the calibration
+    runs' (a short run of the job to predict: its policy, warmed up on its own task, is not
+    the calibration runs'; docs/fidelity.md, *Issue 31*)."""
     if not run_dirs:
         raise RunDirError("no run directory given")
     runs = [read_run(p) for p in run_dirs]
     _check_same(runs)
+    probes = [read_run(p) for p in lengths_from]
+    if probes:
+        _check_same([runs[0], *probes])
     # Each run's engine and trainer seconds at the runs' mean machine speed (the probe's)
     k, ref = speed.factors(runs)
     try:
@@ -90,7 +98,10 @@ def calibrate(run_dirs: Sequence[str | Path]) -> tuple[dict, list[Fit]]:
     # What the fit saw of batch, KV and lengths: `simulate --cost` warns outside it.
     content["ranges"] = calibrated_ranges(runs)
     # How the policy answered its task: the simulator's task lengths (``answers``).
-    answers = policy_lengths(runs)
+    answers = policy_lengths(probes or runs)
+    if probes and answers is None:
+        raise RunDirError(f"{', '.join(str(r.path) for r in probes)}: no repeat task with a "
+                          "trace of prompt ids and responses: nothing to measure lengths from")
     if answers is not None:
         content["policy_lengths"] = answers
     check_fitted(content, run_dirs)

@@ -27,6 +27,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(its profile/speed_probe.csv; laminar/calibrate/speed.py): predict a run made while "
         "the machine ran faster or slower than during the calibration runs",
     )
+    p.add_argument(
+        "--lengths-from",
+        nargs="+",
+        default=[],
+        metavar="RUN_DIR",
+        help="measure how the policy answers its task (the simulator's task lengths) from "
+        "these runs instead: a short run of the job you will predict (e.g. `laminar train "
+        "JOB.yaml --set workload.steps=4`), whose policy the calibration runs' may not be",
+    )
     p.set_defaults(func=_calibrate)
 
 
@@ -35,9 +44,9 @@ def _calibrate(args: argparse.Namespace) -> int:
     from laminar.rundir import prepare_file_out, staged_file
 
     # before the fit, not after it; never over, nor into, a run directory it reads
-    inputs = [*args.runs, args.at_speed_of or ""]
+    inputs = [*args.runs, *args.lengths_from, args.at_speed_of or ""]
     prepare_file_out(args.out, inputs=inputs, outside_run_dirs=True, suffixes=(".json",))
-    content, fits = calibrate(args.runs)
+    content, fits = calibrate(args.runs, args.lengths_from)
     if args.at_speed_of:
         content = _at_speed_of(content, args.at_speed_of)
         check_fitted(content, [*args.runs, args.at_speed_of])  # still a plausible cost model

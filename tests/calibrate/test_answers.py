@@ -172,3 +172,28 @@ def test_hostile_policy_lengths_are_refused_naming_file_and_key(tmp_path, block,
 
 def test_old_cost_file_has_no_policy_lengths():
     assert read_cost_file(OLD).policy_lengths is None
+
+
+def test_lengths_from_a_probe_of_the_job_replace_the_calibration_runs_answers(calibrated,
+                                                                             tmp_path, capsys):
+    """``--lengths-from``: a short run of the job to predict (its own policy) supplies the
+    task lengths; every time coefficient stays the calibration runs'."""
+    probe = run_with_policy(tmp_path / "p", 3)
+    trace = pd.read_parquet(probe / "trajectories.parquet")
+    trace["response_len"] = np.minimum(3 * trace["response_len"], CAP)  # another policy
+    trace.to_parquet(probe / "trajectories.parquet", index=False)
+    runs = [str(calibrated.parent / name) for name in ("a", "b")]  # the fixture's
+    out = tmp_path / "cost.json"
+    assert main(["calibrate", *runs, "--lengths-from", str(probe), "-o", str(out)]) == 0
+    mine, theirs = json.loads(out.read_text()), json.loads(calibrated.read_text())
+    assert mine["coefficients"] == theirs["coefficients"]
+    assert mine["policy_lengths"]["runs"] == 1
+    first = mine["policy_lengths"]["buckets"][0]
+    assert first["answer_max"] <= 16 and first["ratio_q"][0] == first["ratio_q"][-1] == 6.0
+    # a probe with nothing to measure lengths from is refused, nothing written
+    bare = tmp_path / "bare.json"
+    (probe / "trajectories.parquet").rename(tmp_path / "moved.parquet")
+    capsys.readouterr()
+    assert main(["calibrate", *runs, "--lengths-from", str(probe), "-o", str(bare)]) != 0
+    assert not bare.exists()
+    assert str(probe) in capsys.readouterr().err
