@@ -58,7 +58,8 @@ def test_defaults_leave_the_bench_as_it_was(bench):
 
 @pytest.mark.parametrize("argv", [["--task", "nope"], ["--env-latency-s", "-1"],
                                   ["--env-latency-sigma", "nan"], ["--problems", "0"],
-                                  ["--cost", __file__], ["--out", "x", "--cost", "/no/such"]])  # fmt: skip
+                                  ["--cost", __file__],
+                                  ["--out", "x", "--cost", "/no/such"]])  # fmt: skip
 def test_bad_arguments_are_refused(bench, argv, capsys):
     with pytest.raises(SystemExit) as e:
         bench.parse_args(argv)
