@@ -172,3 +172,26 @@ def test_checkpointing_and_chunks_keep_far_less_for_the_backward():
     assert plain > 255 * 4096 * 4  # the fp32 log-softmax of every token, at least
     assert layers < plain and chunks < plain
     assert both < plain / 10, (plain, layers, chunks, both)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_the_chunked_function_equals_log_softmax_with_a_biased_head(bias):
+    """``_ChunkedLogp`` (one chunk of logits at a time, their gradient made in place) against
+    autograd through the full log-softmax, on a head with a bias too (Hugging Face heads have
+    none, a user's model may)."""
+    from laminar.runtime.train.grpo import _ChunkedLogp
+
+    gen = torch.Generator().manual_seed(0)
+    rows = torch.randn(37, 16, generator=gen, requires_grad=True)
+    weight = torch.randn(50, 16, generator=gen, requires_grad=True)
+    b = torch.randn(50, generator=gen, requires_grad=True) if bias else None
+    tgt = torch.randint(0, 50, (37,), generator=gen)
+    g = torch.randn(37, generator=gen)
+    inputs = [rows, weight] + ([b] if bias else [])
+    got = _ChunkedLogp.apply(rows, weight, b, tgt, 8)  # 5 chunks, the last one short
+    logits = torch.nn.functional.linear(rows, weight, b)
+    want = torch.log_softmax(logits, -1).gather(-1, tgt[:, None]).squeeze(-1)
+    torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL)
+    for a, w in zip(torch.autograd.grad(got, inputs, g), torch.autograd.grad(want, inputs, g),
+                    strict=True):  # fmt: skip
+        torch.testing.assert_close(a, w, rtol=RTOL, atol=1e-5)
