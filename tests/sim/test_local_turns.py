@@ -17,6 +17,7 @@ from laminar.sim.local import RUNTIME_SYSTEMS, placed_cost, runtime_config
 from laminar.sim.local_workload import _issue_order, runtime_workload
 
 from .test_local import job
+from .test_turns import assert_same_as_single_turn
 
 # Four rollouts on four cores, 4 groups of 8 each: one slow conversation holds one rollout.
 FOUR = ["runtime.rollouts=4", 'runtime.cpu_binds=["1", "2", "3", "4"]', "runtime.max_batch=32"]
@@ -72,14 +73,7 @@ def test_a_single_turn_trace_replays_as_before(tmp_path, mode):
         cfg = job(tmp_path, f"runtime.mode={mode}", "sim.replica_series=true",
                   f"workload.source={{type: trace, path: {path}}}")  # fmt: skip
         runs.append(simulate(cfg))
-    a, b = runs
-    pd.testing.assert_frame_equal(a.summary, b.summary, check_exact=True)
-    pd.testing.assert_frame_equal(a.steps, b.steps, check_exact=True)
-    pd.testing.assert_frame_equal(a.replicas, b.replicas, check_exact=True)
-    pd.testing.assert_frame_equal(
-        a.trajectories, b.trajectories.drop(columns=["turns", "tool_latency_s"]), check_exact=True
-    )
-    assert "env_wait_s" not in b.trajectories
+    assert_same_as_single_turn(*runs, replicas=True)
 
 
 @pytest.mark.parametrize("mode", ["laminar", "sync"])

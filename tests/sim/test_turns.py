@@ -51,13 +51,21 @@ def test_single_turn_traces_run_as_before():
     cfg = small_config(*TOOLS, "sim.systems=[laminar,verl,partial]")
     plain = load_workload(cfg).drop(columns=["turns", "tool_latency_s"])
     ones = plain.assign(turns=1, tool_latency_s=5.0)
-    a, b = simulate(cfg, workload=plain), simulate(cfg, workload=ones)
-    pd.testing.assert_frame_equal(a.summary, b.summary, check_exact=True)
-    pd.testing.assert_frame_equal(a.steps, b.steps, check_exact=True)
+    assert_same_as_single_turn(simulate(cfg, workload=plain), simulate(cfg, workload=ones))
+
+
+def assert_same_as_single_turn(plain, ones, *, replicas: bool = False) -> None:
+    """``ones`` (a trace with ``turns`` 1 everywhere) gave exactly ``plain``'s tables (the
+    trace without the tool columns): summary, steps, trajectories (less those columns, and no
+    environment wait), and with ``replicas`` the replica series."""
+    for table in ("summary", "steps", *(("replicas",) if replicas else ())):
+        pd.testing.assert_frame_equal(getattr(plain, table), getattr(ones, table),
+                                      check_exact=True)  # fmt: skip
     pd.testing.assert_frame_equal(
-        a.trajectories, b.trajectories.drop(columns=["turns", "tool_latency_s"]), check_exact=True
+        plain.trajectories, ones.trajectories.drop(columns=["turns", "tool_latency_s"]),
+        check_exact=True,
     )
-    assert "env_wait_s" not in b.trajectories
+    assert "env_wait_s" not in ones.trajectories
 
 
 @pytest.mark.parametrize("systems", ["laminar,verl,partial", "one-step,stream"])
