@@ -153,15 +153,14 @@ class _ChunkedLogp(torch.autograd.Function):
         n = rows.shape[0]
         logp = torch.empty(n, dtype=torch.float32, device=rows.device)
         lse = torch.empty(n, dtype=torch.float32, device=rows.device)
-        with torch.no_grad():
-            for s in range(0, n, chunk):
-                f = _chunk_logits(rows[s : s + chunk], weight, bias)
-                picked = f.gather(-1, tgt[s : s + chunk].unsqueeze(-1)).squeeze(-1)
-                top = f.amax(dim=-1, keepdim=True)
-                lse_c = f.sub_(top).exp_().sum(dim=-1).log_().add_(top.squeeze(-1))
-                lse[s : s + chunk] = lse_c
-                logp[s : s + chunk] = picked - lse_c
-                del f
+        for s in range(0, n, chunk):  # autograd does not record inside forward
+            f = _chunk_logits(rows[s : s + chunk], weight, bias)
+            picked = f.gather(-1, tgt[s : s + chunk].unsqueeze(-1)).squeeze(-1)
+            top = f.amax(dim=-1, keepdim=True)
+            lse_c = f.sub_(top).exp_().sum(dim=-1).log_().add_(top.squeeze(-1))
+            lse[s : s + chunk] = lse_c
+            logp[s : s + chunk] = picked - lse_c
+            del f
         ctx.save_for_backward(rows, weight, bias, tgt, lse)
         ctx.chunk = chunk
         return logp
@@ -174,28 +173,23 @@ class _ChunkedLogp(torch.autograd.Function):
         g_w = torch.zeros_like(weight) if need_w else None
         g_b = torch.zeros_like(bias) if need_b and bias is not None else None
         chunk = ctx.chunk
-        with torch.no_grad():
-            for s in range(0, rows.shape[0], chunk):
-                r = rows[s : s + chunk]
-                f = _chunk_logits(r, weight, bias)
-                # softmax, minus the target's one-hot, times -g: d logp / d logits, scaled
-                f.sub_(lse[s : s + chunk].unsqueeze(-1)).exp_()
-                f.scatter_add_(-1, tgt[s : s + chunk].unsqueeze(-1), _minus_ones(f, r.shape[0]))
-                f.mul_(grad_out[s : s + chunk].unsqueeze(-1).neg())
-                gl = f.to(weight.dtype)
-                del f
-                if g_rows is not None:
-                    g_rows[s : s + chunk] = (gl @ weight).to(rows.dtype)
-                if g_w is not None:
-                    g_w.addmm_(gl.t(), r.to(weight.dtype))
-                if g_b is not None:
-                    g_b.add_(gl.sum(dim=0).to(bias.dtype))
-                del gl
+        for s in range(0, rows.shape[0], chunk):  # no graph is built here (no double backward)
+            r = rows[s : s + chunk]
+            f = _chunk_logits(r, weight, bias)
+            # softmax, minus the target's one-hot, times -g: d logp / d logits, scaled
+            f.sub_(lse[s : s + chunk].unsqueeze(-1)).exp_()
+            f[torch.arange(r.shape[0], device=f.device), tgt[s : s + chunk]] -= 1.0
+            f.mul_(grad_out[s : s + chunk].unsqueeze(-1).neg())
+            gl = f.to(weight.dtype)
+            del f
+            if g_rows is not None:
+                g_rows[s : s + chunk] = (gl @ weight).to(rows.dtype)
+            if g_w is not None:
+                g_w.addmm_(gl.t(), r.to(weight.dtype))
+            if g_b is not None:
+                g_b.add_(gl.sum(dim=0).to(bias.dtype))
+            del gl
         return g_rows, g_w, g_b, None, None
-
-
-def _minus_ones(f: torch.Tensor, n: int) -> torch.Tensor:
-    return torch.full((n, 1), -1.0, dtype=f.dtype, device=f.device)
 
 
 def _plain_head(model: Any, head: Any) -> bool:
