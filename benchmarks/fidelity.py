@@ -30,9 +30,9 @@ import numpy as np
 import pandas as pd
 
 from laminar.calibrate import calibrate, cost_file_json
-from laminar.calibrate.fit import Fit
-from laminar.calibrate.rundir import step_timeline
-from laminar.calibrate.speed import PROBE_FIGURES, at_speed, dir_speed
+from laminar.calibrate.fit import DECODE_TERMS, Fit, engine_frame, engine_seconds, fit_engine
+from laminar.calibrate.rundir import read_run, step_timeline
+from laminar.calibrate.speed import PROBE_FIGURES, at_speed, dir_speed, factors, run_speed
 from laminar.cli.calibrate_cmd import fit_table
 from laminar.config import load_config
 from laminar.plotting import save_figure
@@ -533,6 +533,45 @@ def verdicts(data_dirs: list[str], bound: float = 0.10) -> list[str]:
     return lines
 
 
+def cost_engine_values(content: dict) -> dict:
+    """A cost file's engine term in ``fit_engine``'s names."""
+    rt = content["runtime"]
+    values = {t: content["coefficients"][t]["value"] for t in DECODE_TERMS}
+    values.update({k: rt[k] for k in ("core_sharing_alpha", "core_sharing_alpha_spin",
+                                      "core_sharing_alpha_batch", "cross_core_gamma")})
+    values["mode_load_per_rollout"] = rt.get("engine_load_per_rollout_by_mode") or {}
+    return values
+
+
+def engine_check(runs: dict[str, list[Path]], cost: Path) -> str:
+    """Markdown: the cost file's engine term against each setting's recorded engine steps
+    (measured seconds / the term's seconds on the same steps at the run's own machine speed),
+    and the engine term fitted on each setting's runs alone: what varies *within* runs (a
+    setting's own fit) against what only differs *between* settings (issue 31)."""
+    content = json.loads(cost.read_text())
+    values = cost_engine_values(content)
+    ref = (content["runtime"].get("speed_reference") or {}).get("speed_s")
+    lines = ["| setting | repeats | engine s measured / cost file's term, median [min, max] | "
+             "steps with another core set working (mean share) | own fit: base ms | "
+             "per sequence ms | cross_core_gamma |", "|---|---|---|---|---|---|---|"]
+    for name, dirs in runs.items():
+        if not dirs:
+            continue
+        loaded = [read_run(d) for d in dirs]
+        ratios = []
+        for run in loaded:
+            df = engine_frame([run])
+            speed = run_speed(run)
+            k = speed["speed_s"] / ref if speed and ref else 1.0
+            ratios.append(float(df["step_s"].sum() / (engine_seconds(values, df).sum() * k)))
+        cross = float(engine_frame(loaded)["cross"].mean())
+        own = fit_engine(loaded, factors(loaded)[0]).values
+        lines.append(f"| {name} | {len(dirs)} | {np.median(ratios):.2f} [{min(ratios):.2f}, "
+                     f"{max(ratios):.2f}] | {cross:.2f} | {own['decode_base_s'] * 1e3:.2f} | "
+                     f"{own['decode_per_seq_s'] * 1e3:.3f} | {own['cross_core_gamma']:.2f} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--runs", help="output directory of fidelity_runs.py")
@@ -549,6 +588,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--speed", default="none", choices=["none", "speed_s", *PROBE_FIGURES],
                    help="predict every run at the machine speed its probe measured, by this "
                    "figure (speed_s: geometric mean of both; laminar/calibrate/speed.py)")
+    p.add_argument("--engine-check", metavar="COST_FILE", help="only a table of this cost "
+                   "file's engine term against every setting's engine steps, and each "
+                   "setting's own fit (engine_check)")
     p.add_argument("--verdicts", nargs="+", metavar="DATA_DIR", help="only a table of how "
                    "earlier analyses (their --data directories) met the bound")
     p.add_argument("--noise", nargs="+", metavar="RUNS_CSV", help="only the run-to-run noise "
@@ -563,6 +605,11 @@ def main(argv: list[str] | None = None) -> int:
             runs = pd.read_csv(path)
             print("\n".join(noise_markdown(noise_floor(runs), share=repeat_share(runs))))
         return 0
+    if args.engine_check:
+        if not args.runs:
+            p.error("--engine-check needs --runs")
+        return emit(engine_check(run_dirs(Path(args.runs)), Path(args.engine_check)),
+                    str(Path(args.data) / "engine-check.md"))
     if not args.runs:
         p.error("--runs is required (or --noise, --verdicts)")
     runs = run_dirs(Path(args.runs))

@@ -254,11 +254,10 @@ def other_core_share(run: RunData, *, with_mates: bool = False) -> np.ndarray:
     return out
 
 
-def fit_engine(runs: list[RunData], speed: Sequence[float] | None = None) -> Fit:
-    """The engine-step term over every run's sampled steps (module docstring). ``speed``: each
-    run's machine speed over the reference (``laminar.calibrate.speed.factors``); its step
-    times are divided by it, so the coefficients hold at the reference speed. The core-mate
-    shares come from the steps as timed."""
+def engine_frame(runs: list[RunData], speed: Sequence[float] | None = None) -> pd.DataFrame:
+    """Every run's sampled engine steps with what the engine term reads: ``k`` (the run's
+    machine speed over the reference), the core-mate loads (``busy``, ``spin``, ``batch``),
+    ``cross`` (``other_core_share``), ``mode``, ``rollouts_here`` and ``run`` (its index)."""
     frames = []
     for i, run in enumerate(runs):
         df = run.engine[["replica_id", "step_s", "decode_seqs", "kv_tokens", "prefill_tokens"]]
@@ -273,9 +272,42 @@ def fit_engine(runs: list[RunData], speed: Sequence[float] | None = None) -> Fit
         here = [cores.count(c) if c else 1 for c in cores]  # unpinned: devices of its own
         index = df["replica_id"].map(replica_index)
         df["rollouts_here"] = [here[i] if 0 <= i < len(here) else 1 for i in index]
+        df["run"] = i
         frames.append(df)
     df = pd.concat(frames, ignore_index=True)
-    df = df[(df["decode_seqs"] > 0) & (df["step_s"] > 0)]
+    return df[(df["decode_seqs"] > 0) & (df["step_s"] > 0)]
+
+
+def _mates(busy, spin, batch, alpha: float, alpha_spin: float, alpha_batch: float):
+    """The core-mate factor of an engine step (module docstring): 1 + alpha x decoding mates
+    + alpha_spin x spinning ones + alpha_batch x the decoding mates' batch."""
+    return 1.0 + (alpha * busy + alpha_spin * spin + alpha_batch * batch)
+
+
+def engine_seconds(values: dict, df: pd.DataFrame) -> np.ndarray:
+    """The engine term's seconds for each row of ``engine_frame`` at the reference speed
+    (times ``k`` at the run's own), with ``values`` as ``fit_engine`` returns them."""
+    solo = float(values["decode_base_s"])
+    for term, column in zip(DECODE_TERMS[1:], ("decode_seqs", "kv_tokens", "prefill_tokens"),
+                            strict=True):
+        solo = solo + float(values[term]) * df[column].to_numpy(float)
+    loads = values.get("mode_load_per_rollout") or {}
+    beta = df["mode"].map(lambda m: float(loads.get(m, 0.0))).to_numpy(float)
+    factor = 1.0 + float(values["cross_core_gamma"]) * df["cross"].to_numpy(float)
+    factor *= 1.0 + beta * df["rollouts_here"].to_numpy(float)
+    mates = _mates(df["busy"].to_numpy(float), df["spin"].to_numpy(float),
+                   df["batch"].to_numpy(float), float(values["core_sharing_alpha"]),
+                   float(values["core_sharing_alpha_spin"]),
+                   float(values["core_sharing_alpha_batch"]))
+    return factor * mates * solo
+
+
+def fit_engine(runs: list[RunData], speed: Sequence[float] | None = None) -> Fit:
+    """The engine-step term over every run's sampled steps (module docstring). ``speed``: each
+    run's machine speed over the reference (``laminar.calibrate.speed.factors``); its step
+    times are divided by it, so the coefficients hold at the reference speed. The core-mate
+    shares come from the steps as timed."""
+    df = engine_frame(runs, speed)
     if len(df) < len(DECODE_TERMS) + 1:
         need = len(DECODE_TERMS) + 1
         raise ValueError(f"only {len(df)} engine steps recorded; need at least {need}")
@@ -301,8 +333,7 @@ def fit_engine(runs: list[RunData], speed: Sequence[float] | None = None) -> Fit
         factor = 1.0 + p[n + 3] * cross  # an engine alone on its cores, the others working
         for beta, rows in zip(p[n + 4 :], which, strict=True):
             factor[rows] *= 1.0 + beta * here[rows]
-        mates = p[n] * busy + p[n + 1] * spin + p[n + 2] * batch
-        return factor * (1.0 + mates) * (z @ p[:n]) - y
+        return factor * _mates(busy, spin, batch, p[n], p[n + 1], p[n + 2]) * (z @ p[:n]) - y
 
     start = [*np.full(n, float(np.median(y)) / n), 1.0, 1.0, 0.0, 0.0, *[0.0] * len(others)]
     upper = [*[np.inf] * n, 4.0, 4.0, 8.0, 4.0, *[10.0] * len(others)]

@@ -272,7 +272,7 @@ def test_the_fit_finds_an_engine_alone_on_its_core_slowed_by_the_other_core():
     get no such share."""
     from types import SimpleNamespace
 
-    from laminar.calibrate.fit import fit_engine, other_core_share
+    from laminar.calibrate.fit import engine_frame, engine_seconds, fit_engine, other_core_share
 
     rng = np.random.default_rng(3)
     rows = []
@@ -297,6 +297,16 @@ def test_the_fit_finds_an_engine_alone_on_its_core_slowed_by_the_other_core():
     fit = fit_engine([run])
     assert fit.values["cross_core_gamma"] == pytest.approx(0.3, rel=0.05)
     assert fit.values["decode_base_s"] == pytest.approx(TRUE["decode_base_s"], rel=0.05)
+    # the fitted term evaluated on the run's own steps (fidelity.py --engine-check): each step
+    # about its 1% noise (steps across the switch at 4 s partly slowed), the slowed ones 1.3x
+    # the others' cost for the same batch
+    frame = engine_frame([run])
+    cost = engine_seconds(fit.values, frame)
+    off = np.abs(cost / frame["step_s"].to_numpy() - 1.0)
+    assert np.median(off) < 0.02 and np.quantile(off, 0.95) < 0.05
+    assert cost.sum() == pytest.approx(frame["step_s"].sum(), rel=0.01)
+    solo = engine_seconds({**fit.values, "cross_core_gamma": 0.0}, frame)
+    assert (cost / solo)[early].min() > 1.25 and (cost / solo)[~early].max() < 1.31
     mates = SimpleNamespace(**{**vars(run), "machine": {**machine, "rollout_cpus": [[1], [1]]}})
     assert not other_core_share(mates).any()
     # the crosscore benchmark's view: every engine, core-mates or not (no other core here)

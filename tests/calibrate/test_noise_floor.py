@@ -168,3 +168,32 @@ def test_a_run_is_predicted_with_the_repack_bound_it_ran_with(tmp_path):
     assert job.repack.max_step_slowdown == 0 and job.sim.cost_file == str(cost)
     write_resolved(load_config(preset="tiny-cpu", overrides=[f"sim.cost_file={cost}"]), run)
     assert f.job_config(run, cost, trace=False).repack.max_step_slowdown > 0
+
+
+def test_engine_check_compares_the_cost_files_term_with_each_settings_steps(tmp_path):
+    """``fidelity.py --engine-check``: a cost file calibrated on two settings' runs gives each
+    setting measured / term ~1 on its own steps, and each setting's own fit recovers the
+    engine's solo cost; a cost file twice as fast reads ~2."""
+    import json
+
+    from laminar.calibrate import calibrate, cost_file_json
+    from tests.calibrate.test_calibrate_cli import TRUE, make_run
+
+    runs = {"a": [make_run(tmp_path / "a" / "rep0", seed=1)],
+            "b": [make_run(tmp_path / "b" / "rep0", seed=2, shared=False, threads=2)]}
+    content, _ = calibrate([d for v in runs.values() for d in v])
+    cost = tmp_path / "cost.json"
+    cost.write_text(cost_file_json(content))
+    fid = _fidelity()
+    rows = [line.split("|") for line in fid.engine_check(runs, cost).splitlines()[2:]]
+    assert [r[1].strip() for r in rows] == ["a", "b"]
+    for r in rows:
+        assert float(r[3].split()[0]) == pytest.approx(1.0, abs=0.03)
+    base_ms = TRUE["decode_base_s"] * 1e3
+    assert float(rows[1][5]) == pytest.approx(base_ms, rel=0.1)  # alone on its cores: solo
+    for term in ("decode_base_s", "decode_per_seq_s", "decode_per_kv_token_s",
+                 "prefill_per_token_s"):
+        content["coefficients"][term]["value"] /= 2
+    cost.write_text(json.dumps(content))
+    rows = [line.split("|") for line in fid.engine_check(runs, cost).splitlines()[2:]]
+    assert float(rows[1][3].split()[0]) == pytest.approx(2.0, rel=0.03)
