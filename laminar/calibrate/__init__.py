@@ -163,6 +163,8 @@ def _cost_content(runs: list[RunData], engine: Fit, trainers: list[Fit], transfe
         "core_sharing_alpha_batch": engine.values["core_sharing_alpha_batch"],
         "engine_spin_s": engine.values["engine_spin_s"],
         "cross_core_gamma": engine.values["cross_core_gamma"],
+        **({"cross_core_gamma_within_runs": engine.values["cross_core_gamma_within_runs"]}
+           if engine.values["cross_core_gamma_within_runs"] is not None else {}),
         "engine_load_per_rollout_by_mode": engine.values["mode_load_per_rollout"],
         "runs": [str(r.path) for r in runs],
         "cpu_model": m["cpu_model"],

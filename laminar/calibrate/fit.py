@@ -19,7 +19,10 @@ Terms, each fitted by ``scipy.optimize.least_squares`` with coefficients >= 0:
   for an engine alone on its cores, O the share of the step another core set had work (an
   engine there stepping, the trainer updating: ``other_core_share``): on this 2-core machine
   such an engine measured ~1.01x its fit while the other core idled and 1.11-1.20x while it
-  worked (eighth campaign); engines that share their cores show no such effect. Then times
+  worked (eighth campaign); engines that share their cores show no such effect. The runs may
+  support gamma only as a difference between runs (one setting's engines slower than
+  another's: eleventh campaign); ``within_run_gamma`` gives what each run's own steps
+  support, which the cost file records beside it. Then times
   ``decode_base_s + decode_per_seq_s x sequences decoded + decode_per_kv_token_s x KV
   tokens + prefill_per_token_s x prompt tokens prefilled in the step``. vLLM prefills inside a
   decode step, so prefill has no base of its own (``prefill_base_s`` = 0) and prompts this
@@ -72,6 +75,7 @@ MAX_REFILL_S = 0.5  # longer gaps after a load are waits for the prompt budget
 # ``runtime.engine_spin_s`` spins that long instead (``laminar.runtime.rollout.vllm_spin``).
 ENGINE_SPIN_S = VLLM_ENGINE_SPIN_S
 MIN_MODE_SPLIT = 0.05  # share of a mode's steps alone (and shared) to fit its own factor
+MIN_CROSS_SPREAD = 0.01  # mean squared other-core share about its run's mean, to read gamma
 
 
 def replica_index(replica_id: object) -> int:
@@ -344,12 +348,16 @@ def fit_engine(runs: list[RunData], speed: Sequence[float] | None = None) -> Fit
     if not spin.any():  # no step ever saw a spinning mate: spin costs what sharing does
         alpha_spin = alpha
     r2, med, p90 = quality(y, resid(res.x) + y)
+    no_cross = res.x.copy()
+    no_cross[n + 3] = 0.0
+    within = within_run_gamma(y / (resid(no_cross) + y), cross, df["run"].to_numpy())
     values = dict(zip(DECODE_TERMS, coef.tolist(), strict=True))
     values["core_sharing_alpha"] = alpha
     values["core_sharing_alpha_spin"] = alpha_spin
     values["core_sharing_alpha_batch"] = alpha_batch
     values["engine_spin_s"] = ENGINE_SPIN_S
     values["cross_core_gamma"] = gamma
+    values["cross_core_gamma_within_runs"] = within
     loads = {m: 0.0 for m in modes}  # a mode not separable from sharing keeps 0
     loads.update({m: float(b) for m, b in zip(others, res.x[n + 4 :], strict=True)})
     values["mode_load_per_rollout"] = loads
@@ -357,9 +365,29 @@ def fit_engine(runs: list[RunData], speed: Sequence[float] | None = None) -> Fit
     note = (f"a step costs 1 + ({alpha:.2f} + {alpha_batch:.2f} x batch / B) x decoding "
             f"core-mates + {alpha_spin:.2f} x spinning ones (mean {busy.mean():.2f}, "
             f"{spin.mean():.2f}) times alone, x 1 + {gamma:.2f} x other cores working for an "
-            f"engine alone on its cores (mean {cross.mean():.2f}); "
+            f"engine alone on its cores (mean {cross.mean():.2f}"
+            + (f"; within runs {within:.2f}" if within is not None else "") + "); "
             f"per rollout on the cores, by mode: {shown}")  # fmt: skip
     return Fit("engine step", values, len(df), r2, med, p90, note)
+
+
+def within_run_gamma(ratio: np.ndarray, cross: np.ndarray, run: np.ndarray) -> float | None:
+    """``cross_core_gamma`` as each run's own steps support it: log(step seconds / the fitted
+    term without the cross-core factor) against the step's other-core share, both taken
+    about their run's mean, so that what differs only between runs (one setting's engines
+    faster than another's) sets nothing. None where no run's share varies. The fit's own
+    gamma also uses the differences between runs (a job with one engine against one with two);
+    the two disagree when the runs' engines differ in speed for a reason the term does not
+    see (docs/fidelity.md, *Issue 31*): ``laminar simulate --cost`` then warns."""
+    ok = (ratio > 0) & np.isfinite(ratio)
+    lr, x, run = np.log(ratio[ok]), cross[ok], run[ok]
+    frame = pd.DataFrame({"lr": lr, "x": x, "run": run})
+    centred = frame[["lr", "x"]] - frame.groupby("run")[["lr", "x"]].transform("mean")
+    spread = float((centred["x"] ** 2).sum())
+    if spread < MIN_CROSS_SPREAD * max(len(frame), 1):
+        return None
+    slope = float((centred["x"] * centred["lr"]).sum()) / spread
+    return max(0.0, float(np.expm1(slope)))
 
 
 def separable_modes(df: pd.DataFrame, modes: list[str]) -> list[str]:

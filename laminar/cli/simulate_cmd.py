@@ -42,6 +42,8 @@ def _simulate(args: argparse.Namespace) -> int:
     cfg = config_from_args(args, extra)
     if args.cost and not own_cost:
         _note_step_bound(cfg)
+    if cfg.sim.cost_file:
+        _note_cross_core(cfg)
     check = _range_check(cfg) if cfg.sim.cost_file else None
     return run_and_write(cfg, out_target(args, "simulate", cfg), check=check)
 
@@ -66,6 +68,33 @@ def _range_check(cfg):
             print(line, file=sys.stderr)
 
     return check
+
+
+CROSS_GAP = 0.05
+"""How far the cost file's ``cross_core_gamma`` may sit from what its runs support within each
+run (``laminar.calibrate.fit.within_run_gamma``) before ``simulate`` warns."""
+
+
+def _note_cross_core(cfg) -> None:
+    """Warn when the job's engines are charged a cross-core factor that the calibration runs
+    support only as a difference between runs (docs/fidelity.md, *Issue 31*)."""
+    import sys
+
+    from laminar.sim.local import CoreSharing
+    from laminar.sim.setting import cost_extras, resolve_setting
+
+    extras = cost_extras(cfg) or {}
+    gamma, within = extras.get("cross_core_gamma"), extras.get("cross_core_gamma_within_runs")
+    if gamma is None or within is None or abs(gamma - within) <= CROSS_GAP:
+        return
+    if not resolve_setting(cfg) or not CoreSharing(cfg).charges_cross():
+        return
+    gap = (1.0 + gamma) / (1.0 + within) - 1.0
+    print(f"warning: {cfg.sim.cost_file}: cross_core_gamma {gamma:.2f}, fitted across its "
+          f"calibration runs, is not what their steps show within each run ({within:.2f}): "
+          f"this job's engines alone on their cores are charged {1 + gamma:.2f}x "
+          f"beside another core set's work, so their time may be off by up to "
+          f"{abs(gap):.0%} (docs/fidelity.md, Issue 31)", file=sys.stderr)
 
 
 def _note_step_bound(cfg) -> None:

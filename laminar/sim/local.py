@@ -178,6 +178,14 @@ class CoreSharing:
         self._apart = [[j for j, h in enumerate(self.group) if not set(g) & set(h)]
                        for g in self.group]  # replicas on core sets disjoint from each one's
 
+    def charges_cross(self) -> bool:
+        """Whether some replica alone on its cores can step beside another core set's work
+        (so ``cross_core_gamma`` enters this job's engine times)."""
+        return bool(self.cross) and any(
+            alone and (apart or elsewhere)
+            for alone, apart, elsewhere in zip(self.alone, self._apart, self.trainer_elsewhere,
+                                               strict=True))  # fmt: skip
+
     def slowdown(self, replica) -> float:
         """How many times slower than alone ``replica`` runs now (>= 1)."""
         mine = self.group[replica.index]

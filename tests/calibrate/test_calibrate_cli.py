@@ -296,6 +296,8 @@ def test_the_fit_finds_an_engine_alone_on_its_core_slowed_by_the_other_core():
     assert share[early].min() > 0.9 and share[(eng["at_s"] > 4.1).to_numpy()].max() == 0
     fit = fit_engine([run])
     assert fit.values["cross_core_gamma"] == pytest.approx(0.3, rel=0.05)
+    # one run: the slowdown varies within it, so its steps alone support the same factor
+    assert fit.values["cross_core_gamma_within_runs"] == pytest.approx(0.3, rel=0.1)
     assert fit.values["decode_base_s"] == pytest.approx(TRUE["decode_base_s"], rel=0.05)
     # the fitted term evaluated on the run's own steps (fidelity.py --engine-check): each step
     # about its 1% noise (steps across the switch at 4 s partly slowed), the slowed ones 1.3x
@@ -312,3 +314,57 @@ def test_the_fit_finds_an_engine_alone_on_its_core_slowed_by_the_other_core():
     # the crosscore benchmark's view: every engine, core-mates or not (no other core here)
     assert not other_core_share(mates, with_mates=True).any()
     assert (other_core_share(run, with_mates=True) == share).all()
+
+
+def test_a_cross_core_factor_set_only_between_runs_is_told_apart(tmp_path, capsys):
+    """Issue 31: two runs of two engines on cores 0 and 1 (the second engine stepping only in
+    each run's first half) whose steps all take 1.3x their solo cost, whatever the other core
+    does, beside one run of a lone engine at its solo cost. The fit charges the factor to the
+    other core's work (gamma ~0.3: the one feature telling the runs apart), but within each
+    run a step beside it costs what one without does: ~0. ``laminar simulate --cost`` warns
+    for a job with engines alone on their cores, and not for one whose engines share theirs."""
+    from types import SimpleNamespace
+
+    from laminar.calibrate.fit import fit_engine
+    from laminar.cli import main
+
+    cols = ["replica_id", "at_s", "step_s", "decode_seqs", "prefill_seqs", "prefill_tokens",
+            "kv_tokens", "kv_usage", "running", "waiting"]  # fmt: skip
+    config = load_config(preset="tiny-cpu", overrides=["runtime.mode=sync"])
+    runs = []
+    for seed, engines, slow in ((4, (("r0", 8.0), ("r1", 4.0)), 1.3), (5, (("r0", 8.0),), 1.0),
+                                (6, (("r0", 8.0), ("r1", 4.0)), 1.3)):  # fmt: skip
+        rng = np.random.default_rng(seed)
+        rows = []
+        for rid, until in engines:
+            t = 0.0
+            while t < until:
+                b = int(rng.integers(1, 64))
+                step = (TRUE["decode_base_s"] + TRUE["decode_per_seq_s"] * b) * slow
+                step *= rng.normal(1.0, 0.01)
+                t += step
+                rows.append((rid, t, step, b, 0, 0, 0, 0.01, b, 0))
+        cpus = [[0], [1]][: len(engines)]
+        machine = {"mode": "sync", "rollout_cpus": cpus, "trainer_cpus": [0, 1]}
+        runs.append(SimpleNamespace(engine=pd.DataFrame(rows, columns=cols), machine=machine,
+                                    config=config, summary={}, path=Path("/nonexistent")))
+    values = fit_engine(runs).values
+    assert values["cross_core_gamma"] > 0.1
+    assert values["cross_core_gamma_within_runs"] < 0.03
+    # the warning, from a cost file that says so
+    cost = json.loads((Path(__file__).resolve().parents[2] / "docs" / "fidelity" /
+                       "cost.json").read_text())  # fmt: skip
+    cost["runtime"]["cross_core_gamma"] = 0.3
+    cost["runtime"]["cross_core_gamma_within_runs"] = 0.0
+    path = tmp_path / "cost.json"
+    path.write_text(json.dumps(cost))
+    args = ["simulate", "--preset", "tiny-cpu", "--set", "workload.steps=3", "--cost", str(path)]
+    assert main([*args, "--set", "runtime.mode=sync", "--out", str(tmp_path / "a")]) == 0
+    err = capsys.readouterr().err
+    assert err.count("cross_core_gamma 0.30") == 1 and "up to 30%" in err
+    assert main([*args, "--out", str(tmp_path / "b")]) == 0  # laminar: both engines on core 1
+    assert "cross_core_gamma" not in capsys.readouterr().err
+    cost["runtime"]["cross_core_gamma_within_runs"] = 0.28
+    path.write_text(json.dumps(cost))
+    assert main([*args, "--set", "runtime.mode=sync", "--out", str(tmp_path / "c")]) == 0
+    assert "cross_core_gamma" not in capsys.readouterr().err
