@@ -572,6 +572,23 @@ def engine_check(runs: dict[str, list[Path]], cost: Path) -> str:
     return "\n".join(lines)
 
 
+def _engine_check_main(p: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """``--engine-check COST_FILE``: the table, or a clear error naming the file."""
+    from laminar.costfile import read_cost_file
+    from laminar.errors import LaminarError
+
+    if not args.runs:
+        p.error("--engine-check needs --runs")
+    try:
+        if read_cost_file(args.engine_check).runtime is None:
+            p.error(f"--engine-check {args.engine_check}: no runtime block (a cost file "
+                    "written by laminar calibrate)")
+    except (LaminarError, OSError) as e:
+        p.error(f"--engine-check {args.engine_check}: {e}")
+    return emit(engine_check(run_dirs(Path(args.runs)), Path(args.engine_check)),
+                str(Path(args.data) / "engine-check.md"))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--runs", help="output directory of fidelity_runs.py")
@@ -606,10 +623,7 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(noise_markdown(noise_floor(runs), share=repeat_share(runs))))
         return 0
     if args.engine_check:
-        if not args.runs:
-            p.error("--engine-check needs --runs")
-        return emit(engine_check(run_dirs(Path(args.runs)), Path(args.engine_check)),
-                    str(Path(args.data) / "engine-check.md"))
+        return _engine_check_main(p, args)
     if not args.runs:
         p.error("--runs is required (or --noise, --verdicts)")
     runs = run_dirs(Path(args.runs))
