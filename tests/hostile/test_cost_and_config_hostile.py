@@ -181,6 +181,8 @@ def test_a_cost_file_is_read_with_bounds(tmp_path, make, message):
         ("refill_latency_s", 1e308, "out of range"),
         ("core_sharing_alpha", -3, "runtime.core_sharing_alpha: -3 is out of range"),
         ("core_sharing_alpha_batch", True, "expected a number, got True"),
+        ("cross_core_gamma_within_runs", float("nan"), "runtime.cross_core_gamma_within_runs: "),
+        ("cross_core_gamma_within_runs", -0.1, "cross_core_gamma_within_runs: -0.1 is out of"),
         ("engine_spin_s", 1e308, "runtime.engine_spin_s: 1e+308 is out of range"),
         ("trainer_flop_per_s_by_threads", {"1": 0}, "by_threads.1: 0 is out of range"),
         ("trainer_flop_per_s_by_threads", {"x": 1e9}, "a trainer thread count 1..4096"),
