@@ -19,10 +19,11 @@ Terms, each fitted by ``scipy.optimize.least_squares`` with coefficients >= 0:
   for an engine alone on its cores, O the share of the step another core set had work (an
   engine there stepping, the trainer updating: ``other_core_share``): on this 2-core machine
   such an engine measured ~1.01x its fit while the other core idled and 1.11-1.20x while it
-  worked (eighth campaign); engines that share their cores show no such effect. The runs may
-  support gamma only as a difference between runs (one setting's engines slower than
-  another's: eleventh campaign); ``within_run_gamma`` gives what each run's own steps
-  support, which the cost file records beside it. Then times
+  worked (eighth campaign); engines that share their cores show no such effect. Timed
+  directly the cores do not slow each other (eleventh campaign), and the runs may support
+  gamma only as a difference between runs (one setting's engines slower than another's);
+  ``within_run_gamma`` gives what each run's own steps support, which the cost file records
+  beside it. Then times
   ``decode_base_s + decode_per_seq_s x sequences decoded + decode_per_kv_token_s x KV
   tokens + prefill_per_token_s x prompt tokens prefilled in the step``. vLLM prefills inside a
   decode step, so prefill has no base of its own (``prefill_base_s`` = 0) and prompts this
