@@ -558,13 +558,14 @@ def engine_check(runs: dict[str, list[Path]], cost: Path) -> str:
         if not dirs:
             continue
         loaded = [read_run(d) for d in dirs]
-        ratios = []
+        ratios, frames = [], []
         for run in loaded:
             df = engine_frame([run])
             speed = run_speed(run)
             k = speed["speed_s"] / ref if speed and ref else 1.0
             ratios.append(float(df["step_s"].sum() / (engine_seconds(values, df).sum() * k)))
-        cross = float(engine_frame(loaded)["cross"].mean())
+            frames.append(df)
+        cross = float(pd.concat(frames)["cross"].mean())
         own = fit_engine(loaded, factors(loaded)[0]).values
         lines.append(f"| {name} | {len(dirs)} | {np.median(ratios):.2f} [{min(ratios):.2f}, "
                      f"{max(ratios):.2f}] | {cross:.2f} | {own['decode_base_s'] * 1e3:.2f} | "

@@ -320,7 +320,7 @@ def test_a_cross_core_factor_set_only_between_runs_is_told_apart(tmp_path, capsy
     """Issue 31: two runs of two engines on cores 0 and 1 (the second engine stepping only in
     each run's first half) whose steps all take 1.3x their solo cost, whatever the other core
     does, beside one run of a lone engine at its solo cost. The fit charges the factor to the
-    other core's work (gamma ~0.3: the one feature telling the runs apart), but within each
+    other core's work (gamma > 0.1: the one feature telling the runs apart), but within each
     run a step beside it costs what one without does: ~0. ``laminar simulate --cost`` warns
     for a job with engines alone on their cores, and not for one whose engines share theirs."""
     from types import SimpleNamespace
