@@ -7,8 +7,10 @@ nobody reads are listed in a :class:`~laminar.errors.LaminarWarning`):
   two-matrix (GELU/ReLU fc1/fc2) MLPs, RMSNorm or LayerNorm with a bias, norms a layer,
   attention/MLP biases, learned positions, q/k norms, attention sinks, and whether the output
   head is tied to the embedding when ``tie_word_embeddings`` is left out (transformers' config
-  class defaults, e.g. Gemma, GPT-2, Falcon and StarCoder2 tie). An unknown ``model_type`` is
-  sized as a Llama-style decoder, with a warning that says so.
+  class defaults, e.g. Gemma, GPT-2, Falcon and StarCoder2 tie). A ``model_type`` not among
+  them is refused by name (a new architecture sized as Llama came out 14-37% off, or thousands
+  of times); a config with no ``model_type`` (an inline ``model.spec``) is sized as a
+  Llama-style decoder, with a warning that says so.
 - **Key names** of other families (:data:`ALIASES`): GPT-2's ``n_embd``/``n_layer``/
   ``n_head``/``n_inner``, ChatGLM's ``num_layers``/``ffn_hidden_size``/``padded_vocab_size``/
   ``multi_query_group_num``/``kv_channels``, Falcon's ``num_kv_heads``/``multi_query``.
@@ -86,7 +88,7 @@ MAX_DIMS: dict[str, int] = {
 ALIASES: dict[str, tuple[str, ...]] = {
     "hidden_size": ("n_embd", "d_model"),
     "num_hidden_layers": ("n_layer", "num_layers", "n_layers"),
-    "num_attention_heads": ("n_head", "n_heads", "num_heads"),
+    "num_attention_heads": ("n_head", "n_heads", "num_heads", "attention_heads"),
     "intermediate_size": ("ffn_hidden_size", "n_inner", "ffn_dim"),
     "head_dim": ("kv_channels",),
 }
@@ -165,7 +167,19 @@ FAMILIES: dict[str, Family] = {
     "gptj": Family(gated=False, layer_norm=True, norms=1, bias_key="", mlp_bias_key="",
                    mlp_bias_default=True, head_bias=True),
     **dict.fromkeys(("gpt_neo", "bloom", "opt", "mpt", "codegen", "xglm", "biogpt",
-                     "openai-gpt", "persimmon", "nemotron"), _NONGATED),
+                     "openai-gpt"), _NONGATED),
+    "nemotron": Family(gated=False, layer_norm=True),  # squared-ReLU fc1/fc2, LayerNorm1P
+    # Checked against transformers' modeling code by a meta-device count of each default config
+    # (tests/specs/test_transformers_types.py): Llama-style layers under another name, MLA
+    # (kv_lora_rank), DeepSeek- or Mixtral-style experts, layer_types windows.
+    **dict.fromkeys(("axk1", "bitnet", "cwm", "diffllama", "exaone4", "flex_olmo", "granitemoe",
+                     "hyperclovax", "minimax_m2", "ministral3", "olmo3", "olmoe", "solar_open"),
+                    Family()),
+    **dict.fromkeys(("granite_swa", "minicpm3", "vaultgemma", "youtu"), Family(tie=True)),
+    "ernie4_5": Family(tie=True, bias_key="use_bias", mlp_bias_key="use_bias"),
+    "glm4_moe": Family(bias_o=False),  # GLM-4.5/4.6: q, k, v biases; DeepSeek-style experts
+    "dots1": Family(qk_norm=True),
+    "phimoe": Family(layer_norm=True, bias_default=True),
 }  # fmt: skip
 _UNKNOWN = Family(known=False)
 
@@ -271,6 +285,10 @@ TOWERS = ("vision_config", "audio_config", "vision_tower", "mm_vision_tower", "v
           "speech_config")  # fmt: skip
 
 
+class UnknownArchitecture(ConfigError):
+    """A ``model_type`` that is not among :data:`FAMILIES` (nor a refused state-space type)."""
+
+
 class _Keys:
     """Typed access to a config mapping; errors name the file and key (its family's name for
     it); every key read is remembered, so the unread ones can be listed."""
@@ -373,13 +391,22 @@ def _family(k: _Keys, outer: dict[str, Any]) -> tuple[str, Family]:
             f"{mtype!r} has {STATE_SPACE_TYPES[mtype]}, which Laminar does not size (their "
             "parameters and per-sequence state differ from attention's); supported hybrids: jamba",
         )
-    if k.data.get("is_encoder_decoder") or outer.get("is_encoder_decoder"):
+    if k.get("is_encoder_decoder") or outer.get("is_encoder_decoder"):
         raise k._err("is_encoder_decoder", "encoder-decoder models are not sized; a decoder-only "
                      "language model is")  # fmt: skip
     for key, what in REFUSED_KEYS.items():
         if k.get(key):
             raise k._err(key, f"{what} changes the model's size and is not sized by Laminar")
     fam = FAMILIES.get(mtype, _UNKNOWN)
+    if mtype and not fam.known:
+        raise UnknownArchitecture(
+            k.source,
+            k.where + "model_type",
+            f"{mtype!r:.60} is not an architecture Laminar sizes ({len(FAMILIES)} are: "
+            "laminar.specs.hfconfig.FAMILIES); if its layers are Llama-style (gated MLP, RMSNorm, "
+            "no biases, the head untied unless tie_word_embeddings), set model_type to \"llama\" "
+            "in a copy of the config.json or in model.spec",
+        )
     _aliases(k)
     return mtype, fam
 
@@ -428,7 +455,9 @@ def _kv_heads(k: _Keys, fam: Family, heads: int) -> int:
         return 1 if k.flag("multi_query", True) else heads
     if fam.kv_rule == "chatglm" and k.flag("multi_query_attention", False):
         k.alias["num_key_value_heads"] = "multi_query_group_num"
-    return k.int("num_key_value_heads", heads)
+    if k.get("num_key_value_heads") is None:  # null: one KV head a query head (transformers)
+        return heads
+    return k.int("num_key_value_heads")
 
 
 def _gqa_attention(k: _Keys, fam: Family, hidden: int, heads: int) -> tuple[int, dict]:
@@ -679,13 +708,14 @@ def from_hf_config(data: dict[str, Any], *, name: str, source: str, where: str =
     ``source`` and ``where`` (a key prefix such as ``model.spec.``) go into error messages."""
     if not isinstance(data, dict):
         raise ConfigError(source, where.rstrip("."), "expected a mapping (a config.json object)")
-    check_finite(data, source, where)
+    whole, top = data, where
     data, where, outer, notes = _text_model(data, source, where)
     k = _Keys(data, source, where)
-    mtype, fam = _family(k, outer)
+    mtype, fam = _family(k, outer)  # an architecture not sized is named before any value
+    check_finite(whole, source, top)
     if not fam.known:
-        notes.append(f"model_type {mtype!r} unknown: sized as a Llama-style decoder (gated MLP, "
-                     "RMSNorm, no biases)")  # fmt: skip
+        notes.append("no model_type: sized as a Llama-style decoder (gated MLP, RMSNorm, no "
+                     "biases)")  # fmt: skip
     spec = _size(k, mtype, fam, outer, notes)
     _warn(k, source, notes)
     return replace(spec, name=name, notes=tuple(notes))

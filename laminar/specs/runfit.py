@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from laminar.errors import ConfigError
+from laminar.errors import ConfigError, LaminarWarning
 from laminar.specs.modelspec import ModelSpec
 from laminar.specs.trainmemory import TrainerMemory, trainer_memory
 
@@ -66,7 +67,7 @@ def tiny_hf_config(layers: int, hidden: int) -> dict:
 
 def runtime_model_spec(cfg: Any) -> ModelSpec:
     """The :class:`ModelSpec` of the model ``laminar train`` trains (``runtime.model``)."""
-    from laminar.specs.hfconfig import from_hf_config
+    from laminar.specs.hfconfig import UnknownArchitecture, from_hf_config
 
     m = cfg.runtime.model
     if m.type == "tiny":
@@ -78,7 +79,13 @@ def runtime_model_spec(cfg: Any) -> ModelSpec:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ConfigError("config", "runtime.model.path", f"cannot read {path}: {e}") from None
-    return from_hf_config(data, name=Path(m.path).name, source=str(path))
+    try:
+        return from_hf_config(data, name=Path(m.path).name, source=str(path))
+    except UnknownArchitecture as e:  # transformers trains it; only the memory check is unsure
+        warnings.warn(LaminarWarning(f"{e}; the runtime's memory check sizes it as a "
+                                     "Llama-style decoder, which may be off"), stacklevel=2)
+        plain = {k: v for k, v in data.items() if k != "model_type"}
+        return from_hf_config(plain, name=Path(m.path).name, source=str(path))
 
 
 def host_memory_bytes() -> float:

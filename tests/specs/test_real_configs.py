@@ -280,15 +280,19 @@ def test_size_changing_keys_not_understood_are_refused_or_listed():
     with pytest.warns(LaminarWarning, match=r"does not read.*num_memory_tokens"):
         from_hf_config(odd, name="x", source="odd.json")
     unknown = dict(_read("mistral-7b-v0.1"), model_type="brand_new")
-    with pytest.warns(LaminarWarning, match=r"model_type 'brand_new' unknown: sized as a Llama"):
+    with pytest.raises(ConfigError, match=r"model_type: 'brand_new' is not an architecture "
+                       r"Laminar sizes .*set model_type to \"llama\""):  # fmt: skip
         from_hf_config(unknown, name="x", source="new.json")
+    bare = {k: v for k, v in _read("mistral-7b-v0.1").items() if k != "model_type"}
+    with pytest.warns(LaminarWarning, match=r"no model_type: sized as a Llama-style decoder"):
+        assert from_hf_config(bare, name="x", source="bare.json").total_params > 7e9
     with pytest.warns(LaminarWarning, match=r"vision_config \(the vision tower\) not sized"):
         read_hf_config(CONFIGS / "llava-1.5-7b.json")
 
 
 def test_nested_errors_name_the_text_config_key():
     data = _read("gemma-3-4b-it")
-    data["text_config"] = dict(data["text_config"], model_type="mystery", hidden_size=None)
+    data["text_config"] = dict(data["text_config"], hidden_size=None)
     with pytest.raises(ConfigError, match=r"text_config\.hidden_size: missing"):
         _spec("x", data)
 

@@ -102,3 +102,24 @@ def test_on_cuda_the_check_names_the_ranks_needed():
         "runtime.grpo.micro_batch_tokens=1024", "cluster.hardware=h100-sxm",
         f"runtime.trainer_ranks={need}"])  # fmt: skip
     assert check_runtime_fit(ok).ok
+
+
+
+def test_a_pretrained_architecture_laminar_does_not_size_is_checked_as_llama_with_a_warning(
+    tmp_path,
+):
+    import json
+    from types import SimpleNamespace
+
+    from laminar.errors import LaminarWarning
+
+    keys = dict(model_type="brand_new", hidden_size=256, num_hidden_layers=2,
+                num_attention_heads=4, intermediate_size=512, vocab_size=1000)  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(keys))
+    model = SimpleNamespace(type="pretrained", path=str(tmp_path))
+    cfg = SimpleNamespace(runtime=SimpleNamespace(model=model))
+    with pytest.warns(LaminarWarning, match=r"'brand_new' is not an architecture.*memory check"):
+        spec = runtime_model_spec(cfg)
+    # embedding, untied head, final norm; per layer q/k/v/o, gate/up/down, two RMSNorms
+    layer = 4 * 256 * 256 + 3 * 256 * 512 + 2 * 256
+    assert spec.total_params == 2 * 1000 * 256 + 256 + 2 * layer
