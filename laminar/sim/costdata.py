@@ -187,7 +187,7 @@ def _derive_decode(put, hw, m: ModelSpec, weights, tp, ep, fp8, gpm) -> None:
         + (f" + all-to-all of k x hidden x 2 B x 2 per MoE layer over {link}" if ep > 1 else "")
         + (" + a sequence's share of the all-reduces over NICs" if x_per_seq else ""),
     )
-    kv_bytes = m.kv_bytes_per_token(BYTES_PER_DTYPE[dtype], context)  # KV stays in dtype
+    kv_bytes = m.kv_read_bytes_per_token(BYTES_PER_DTYPE[dtype], context)  # KV stays in dtype
     put(
         "decode_per_kv_token_s",
         kv_bytes / m.kv_shards(tp) / ep / (hbm * kv_eff.value),

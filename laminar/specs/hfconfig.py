@@ -20,6 +20,9 @@ nobody reads are listed in a :class:`~laminar.errors.LaminarWarning`):
   Mamba layers (their convolution and SSM state per sequence, not a KV cache). Other
   linear-attention / state-space layers (Gated DeltaNet, Mamba-2 hybrids) are refused naming
   the feature.
+- **DeepSeek sparse attention** (DeepSeek-V3.2, GLM-5: ``index_topk``): MLA plus a lightning
+  indexer a layer, its FP8 key cached beside each token's latent; a decode step reads the top
+  k latents and every indexer key (``ModelSpec.kv_read_bytes_per_token``).
 - **MoE**: Qwen-MoE, Mixtral, DeepSeek-V2/V3 (MLA, shared experts, dense first layers),
   gpt-oss (expert biases, router bias), Jamba (``expert_layer_period``).
 - **quantization_config** of the checkpoint (``fp8`` with its block scales, gpt-oss's
@@ -83,6 +86,9 @@ MAX_DIMS: dict[str, int] = {
     "mamba_d_conv": 1 << 10,  # (4)
     "mamba_expand": 64,  # (2)
     "mamba_dt_rank": 1 << 20,  # (256)
+    "index_topk": 1 << 24,  # (2,048: DeepSeek-V3.2, GLM-5)
+    "index_head_dim": 1 << 14,  # (128)
+    "index_n_heads": 1 << 14,  # (64)
 }
 
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -178,6 +184,8 @@ FAMILIES: dict[str, Family] = {
     **dict.fromkeys(("granite_swa", "minicpm3", "vaultgemma", "youtu"), Family(tie=True)),
     "ernie4_5": Family(tie=True, bias_key="use_bias", mlp_bias_key="use_bias"),
     "glm4_moe": Family(bias_o=False),  # GLM-4.5/4.6: q, k, v biases; DeepSeek-style experts
+    # DeepSeek sparse attention (DSA): MLA with a lightning indexer a layer (_indexer)
+    **dict.fromkeys(("deepseek_v32", "glm_moe_dsa"), Family()),
     "dots1": Family(qk_norm=True),
     "phimoe": Family(layer_norm=True, bias_default=True),
 }  # fmt: skip
@@ -484,7 +492,8 @@ def _gqa_attention(k: _Keys, fam: Family, hidden: int, heads: int) -> tuple[int,
 
 def _mla_attention(k: _Keys, hidden: int, heads: int) -> tuple[int, dict]:
     rank, rope = k.int("kv_lora_rank"), k.int("qk_rope_head_dim")
-    k.get("num_key_value_heads")  # MLA's one latent serves every head
+    for derived in ("num_key_value_heads", "head_dim", "qk_head_dim"):
+        k.get(derived)  # MLA's one latent serves every head; its widths follow from the ranks
     if k.flag("attention_bias", False):
         raise k._err("attention_bias", "biases on MLA's projections are not sized")
     nope, v_dim = k.int("qk_nope_head_dim"), k.int("v_head_dim")
@@ -501,7 +510,38 @@ def _mla_attention(k: _Keys, hidden: int, heads: int) -> tuple[int, dict]:
     return params, dims
 
 
-_FULL = {"full_attention": "full", "attention": "full", "global": "full"}
+def _indexer(k: _Keys, hidden: int) -> tuple[int, dict]:
+    """(parameters a layer, dims) of DeepSeek sparse attention's lightning indexer (DeepSeek-V3.2,
+    GLM-5): wq_b from the q LoRA to index_n_heads x index_head_dim, wk from the hidden state to
+    one index_head_dim key, its LayerNorm, and weights_proj (a weight a head); none without
+    ``index_topk``."""
+    if not k.get("index_topk"):
+        types = k.data.get("layer_types")
+        if isinstance(types, list) and "indexed_attention" in types:
+            raise k._err("layer_types", "indexed_attention layers need the indexer's index_topk, "
+                         "index_head_dim and index_n_heads")  # fmt: skip
+        return 0, {}
+    topk, dim, heads = k.int("index_topk"), k.int("index_head_dim"), k.int("index_n_heads")
+    q_rank = k.opt_int("q_lora_rank", low=0)
+    if not q_rank or not k.get("kv_lora_rank"):
+        raise k._err("index_topk", "a sparse-attention indexer is sized on MLA with a q LoRA "
+                     "(DeepSeek-V3.2, GLM-5); this config has none")  # fmt: skip
+    types = k.get("indexer_types")
+    if types is not None and (not isinstance(types, list) or any(t != "full" for t in types)):
+        raise k._err(
+            "indexer_types",
+            "layers that reuse another layer's top-k (\"shared\") are not sized by Laminar; "
+            "every layer's own indexer (\"full\") is",
+        )
+    for key in ("index_topk_freq", "index_skip_topk_offset", "index_topk_pattern"):
+        if k.get(key) is not None:
+            raise k._err(key, "an indexer pattern across layers is not sized by Laminar")
+    params = q_rank * heads * dim + hidden * dim + 2 * dim + hidden * heads
+    return params, dict(index_topk=topk, index_head_dim=dim, index_n_heads=heads)
+
+
+_FULL = {"full_attention": "full", "attention": "full", "global": "full",
+         "indexed_attention": "full"}  # DSA: every token's latent cached, top-k attended
 _SLIDING = {"sliding_attention": "sliding", "local": "sliding", "sliding": "sliding"}
 
 
@@ -595,6 +635,14 @@ def _moe_layout(k: _Keys, mtype: str, layers: int) -> dict:
 
 
 def _moe_layers(k: _Keys, mtype: str, layers: int) -> list[int]:
+    types = k.get("mlp_layer_types")
+    if types is not None:  # transformers 5: "dense" or "sparse" a layer, over any other key
+        if not isinstance(types, list) or len(types) != layers or not set(types) <= {"dense",
+                                                                                      "sparse"}:
+            raise k._err("mlp_layer_types", f"expected a list of {layers} \"dense\" or "
+                         "\"sparse\" (one a layer)")  # fmt: skip
+        k.used.update(("first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step"))
+        return [i for i, t in enumerate(types) if t == "sparse"]
     if mtype == "jamba":
         period = k.int("expert_layer_period", 2)
         offset = k.int("expert_layer_offset", 1, low=0)
@@ -728,6 +776,8 @@ def _size(k: _Keys, mtype: str, fam: Family, outer: dict, notes: list[str]) -> M
         attn, dims = _mla_attention(k, hidden, heads)
     else:
         attn, dims = _gqa_attention(k, fam, hidden, heads)
+    index_params, index_dims = _indexer(k, hidden)
+    attn += index_params
     kinds = _layer_kinds(k, mtype, fam, layers)
     moe = _moe_layout(k, mtype, layers)
     n_moe = len(moe["moe_idx"])
@@ -775,6 +825,7 @@ def _size(k: _Keys, mtype: str, fam: Family, outer: dict, notes: list[str]) -> M
         window=k.int("sliding_window") if windowed else 0,
         state_layers=n_state,
         state_elements=n_state * state_elems,
+        **index_dims,
         **_quantization(k, outer, moe["experts"] > 0),
         **dims,
     )

@@ -124,6 +124,8 @@ def describe(spec: ModelSpec, context: int | None = None) -> str:
     if spec.state_layers:
         kinds += (f", {spec.state_layers} state-space layers "
                   f"({spec.state_bytes_per_sequence(2):,} B state/sequence)")  # fmt: skip
+    if spec.index_topk:
+        kinds += f", sparse attention (DSA: top {spec.index_topk:,} tokens by an indexer)"
     quant = f", {spec.quant_method} checkpoint" if spec.quant_method else ""
     at = f" at {context:,} tokens" if context and (spec.window_layers or spec.state_layers) else ""
     return (

@@ -6,6 +6,7 @@ Built from a Hugging Face ``config.json`` by :func:`laminar.specs.hfconfig.from_
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 BYTES_PER_DTYPE = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1}
@@ -46,6 +47,14 @@ class ModelSpec:
     """Linear-attention / state-space (Mamba) layers: a fixed state per sequence, no KV."""
     state_elements: int = 0
     """Elements of that state per sequence, over all state layers (convolution + SSM state)."""
+    index_topk: int = 0
+    """Tokens each query attends to under DeepSeek sparse attention (DSA: DeepSeek-V3.2, GLM-5);
+    0: dense attention. Every token's latent stays cached; a lightning indexer picks the top k."""
+    index_head_dim: int = 0
+    """Width of the indexer's one key a token and layer (cached in FP8 with an FP32 scale per
+    128 values, as vLLM keeps it)."""
+    index_n_heads: int = 0
+    """Indexer query heads (each scores every cached token: its cost is quadratic)."""
     quant_method: str = ""
     """The checkpoint's own weight quantization (``quantization_config``): ``fp8``, ``mxfp4``,
     ``int4``, ``int8``; empty: the weights are in the model's dtype."""
@@ -108,13 +117,41 @@ class ModelSpec:
 
     def attn_flop_sq(self, context: int | None = None) -> float:
         """:attr:`attn_flop_per_token_sq` for sequences of ``context`` tokens: a sliding-window
-        layer's causal pairs are W·L − W²/2 instead of L²/2, the fraction (2WL − W²)/L²."""
+        layer's causal pairs are W·L − W²/2 instead of L²/2, the fraction (2WL − W²)/L²; a
+        sparse-attention (DSA) layer attends its top k as a window of k does, and its indexer
+        scores every pair (index_n_heads x index_head_dim, QK^T only)."""
         full = self.attn_flop_per_token_sq
+        if self.index_topk:
+            k, n = self.index_topk, context
+            indexer = float(self.attention_layers * self.index_n_heads * self.index_head_dim)
+            if context is None or n <= k:
+                return full + indexer
+            return full * (2.0 * k * n - k * k) / (n * n) + indexer
         if not self.window_layers or context is None or context <= self.window:
             return full
         w, n = self.window, context
         per_layer = full / self.attention_layers
         return full - self.window_layers * per_layer * (1.0 - (2.0 * w * n - w * w) / (n * n))
+
+    @property
+    def index_bytes_per_token(self) -> float:
+        """Bytes of the DSA indexer's cached keys a token, over all attention layers (FP8 and
+        an FP32 scale per 128 values, whatever the model's dtype); 0 without an indexer."""
+        if not self.index_topk:
+            return 0.0
+        return self.attention_layers * (self.index_head_dim + 4.0 * math.ceil(self.index_head_dim
+                                                                             / 128))
+
+    def kv_read_bytes_per_token(self, dtype_bytes: int, context: int | None = None) -> float:
+        """KV bytes a decode step reads per cached token: :meth:`kv_bytes_per_token`, except
+        under DSA, whose step reads every token's indexer key but only the top k latents (k /
+        ``context`` of them, when ``context`` is longer)."""
+        if not self.index_topk:
+            return self.kv_bytes_per_token(dtype_bytes, context)
+        latent = self.kv_bytes_per_token(dtype_bytes, context) - self.index_bytes_per_token
+        if context is not None and context > self.index_topk:
+            latent *= self.index_topk / context
+        return latent + self.index_bytes_per_token
 
     def _kv_elements_per_layer(self) -> int:
         if self.is_mla:
@@ -131,7 +168,8 @@ class ModelSpec:
         ``context`` None: every attention layer uncapped and no state (a short sequence)."""
         if not (self.window_layers or self.state_layers):
             if self.is_mla:
-                return self.layers * (self.kv_lora_rank + self.qk_rope_head_dim) * dtype_bytes
+                latent = self.layers * (self.kv_lora_rank + self.qk_rope_head_dim) * dtype_bytes
+                return latent + self.index_bytes_per_token
             return 2 * self.layers * self.kv_heads * self.qk_head_dim * dtype_bytes
         per_layer = self._kv_elements_per_layer()
         full = (self.attention_layers - self.window_layers) * per_layer
@@ -139,7 +177,7 @@ class ModelSpec:
         if context is not None and context > self.window:
             window = window * self.window / context
         state = self.state_elements / context if context else 0.0
-        return (full + window + state) * dtype_bytes
+        return (full + window + state) * dtype_bytes + self.index_bytes_per_token
 
     def state_bytes_per_sequence(self, dtype_bytes: int) -> int:
         """Bytes of the linear/state-space layers' state one sequence holds, whatever its length."""

@@ -107,3 +107,37 @@ def test_kv_cache_per_sequence_is_the_cache_transformers_fills(mt):
     # transformers keeps window - 1 past tokens in a sliding layer, vLLM (and Laminar) the window
     # (at least 128 tokens here): within 1%
     assert spec.kv_bytes_per_token(1, tokens) * tokens == pytest.approx(filled, rel=0.01)
+
+
+@pytest.mark.parametrize("mt", ["deepseek_v32", "glm_moe_dsa"])
+def test_sparse_attention_indexer_is_sized_cached_and_costed(mt):
+    """DeepSeek sparse attention (DSA): the indexer's weights are counted (as transformers builds
+    them, with or without transformers 5's layer_types / mlp_layer_types, which the published
+    DeepSeek-V3.2 config.json predates); its FP8 keys join every token's cached latent; a decode
+    step past the top k reads k latents and every indexer key; attention FLOPs are the top k's
+    plus the indexer's quadratic scoring."""
+    cfg = _config(mt)
+    exact = _exact(cfg)
+    data = json.loads(json.dumps(cfg.to_diff_dict(), default=str))
+    older = {k: v for k, v in data.items() if k not in ("layer_types", "mlp_layer_types")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LaminarWarning)  # nothing left unread
+        spec = from_hf_config(data, name=mt, source=mt)
+        assert from_hf_config(older, name=mt, source=mt).total_params == spec.total_params
+    assert spec.total_params == exact
+    plain = from_hf_config({k: v for k, v in older.items() if not k.startswith("index_")},
+                           name=mt, source=mt)  # fmt: skip
+    layers, k, d, h = spec.layers, spec.index_topk, spec.index_head_dim, spec.index_n_heads
+    assert (k, d) == (2048, 128) and spec.total_params > plain.total_params
+    assert spec.kv_bytes_per_token(2) == plain.kv_bytes_per_token(2) + layers * (d + 4)
+    n = 8 * k  # the latents a step reads fall to k / n, the indexer keys do not
+    latent = plain.kv_bytes_per_token(2)
+    assert spec.kv_read_bytes_per_token(2, n) == pytest.approx(latent / 8 + layers * (d + 4))
+    assert spec.kv_read_bytes_per_token(2, k // 2) == spec.kv_bytes_per_token(2)
+    full = plain.attn_flop_sq(n)
+    assert spec.attn_flop_sq(n) == pytest.approx(full * (2 * k * n - k * k) / n**2 + layers * h * d)
+    assert spec.attn_flop_sq(k) == pytest.approx(full + layers * h * d)
+    with pytest.raises(ConfigError, match=r"indexer_types: .*shared"):
+        from_hf_config(dict(data, indexer_types=["shared"] * layers), name=mt, source=mt)
+    with pytest.raises(ConfigError, match=r"layer_types: indexed_attention layers need"):
+        from_hf_config({k: v for k, v in data.items() if k != "index_topk"}, name=mt, source=mt)
