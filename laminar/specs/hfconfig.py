@@ -61,6 +61,7 @@ MAX_DIMS: dict[str, int] = {
     "intermediate_size": 1 << 22,  # (53,248: Llama 3.1 405B)
     "moe_intermediate_size": 1 << 22,  # (2,048: DeepSeek-V3)
     "shared_expert_intermediate_size": 1 << 22,  # (20,480: Qwen2-57B-A14B)
+    "shared_intermediate_size": 1 << 22,  # (Granite-MoE-shared)
     "n_routed_experts": 1 << 16,  # (384: Kimi K2)
     "num_experts": 1 << 16,
     "num_local_experts": 1 << 16,
@@ -86,6 +87,9 @@ MAX_DIMS: dict[str, int] = {
     "mamba_d_conv": 1 << 10,  # (4)
     "mamba_expand": 64,  # (2)
     "mamba_dt_rank": 1 << 20,  # (256)
+    "attention_chunk_size": 1 << 24,  # (8,192: Llama 4)
+    "interleave_moe_layer_step": 10_000,  # (2: Llama 4 Maverick)
+    "intermediate_size_mlp": 1 << 22,  # (16,384: Llama 4)
     "index_topk": 1 << 24,  # (2,048: DeepSeek-V3.2, GLM-5)
     "index_head_dim": 1 << 14,  # (128)
     "index_n_heads": 1 << 14,  # (64)
@@ -131,6 +135,11 @@ class Family:
     """A learned attention sink a head (gpt-oss)."""
     kv_rule: str = ""
     """``falcon``, ``bigcode``, ``chatglm``: the family's own KV-head keys."""
+    shared_experts: int = 0
+    """Shared experts a MoE layer has when no key says (Llama 4: one, of intermediate_size)."""
+    sized_keys: tuple[str, ...] = ()
+    """Keys of :data:`REFUSED_KEYS` this family's sizing reads (Llama 4's interleaved MoE layers,
+    chunked attention and parameter-free q/k norm)."""
     known: bool = True
 
 
@@ -182,12 +191,19 @@ FAMILIES: dict[str, Family] = {
                      "hyperclovax", "minimax_m2", "ministral3", "olmo3", "olmoe", "solar_open"),
                     Family()),
     **dict.fromkeys(("granite_swa", "minicpm3", "vaultgemma", "youtu"), Family(tie=True)),
+    **dict.fromkeys(("glm4_moe_lite", "granitemoeshared", "granitemoe_swa", "mellum"), Family()),
     "ernie4_5": Family(tie=True, bias_key="use_bias", mlp_bias_key="use_bias"),
     "glm4_moe": Family(bias_o=False),  # GLM-4.5/4.6: q, k, v biases; DeepSeek-style experts
     # DeepSeek sparse attention (DSA): MLA with a lightning indexer a layer (_indexer)
     **dict.fromkeys(("deepseek_v32", "glm_moe_dsa"), Family()),
     "dots1": Family(qk_norm=True),
     "phimoe": Family(layer_norm=True, bias_default=True),
+    # Llama 4: MoE every interleave_moe_layer_step-th layer (moe_layers), a shared expert, dense
+    # layers of intermediate_size_mlp, chunked local attention (its KV capped at the chunk), an
+    # L2 q/k norm without weights
+    **dict.fromkeys(("llama4", "llama4_text"), Family(
+        shared_experts=1,
+        sized_keys=("interleave_moe_layer_step", "attention_chunk_size", "use_qk_norm"))),
 }  # fmt: skip
 _UNKNOWN = Family(known=False)
 
@@ -283,7 +299,8 @@ summary_first_dropout use_mamba_kernels use_mambapy use_associative_scan
 num_logits_to_keep max_length use_bfloat16 layer_norm_type attention_bias_in_fp32 alibi
 tie_encoder_decoder vision_config audio_config vision_tower mm_vision_tower
 num_experts_per_token decoder_layer_norm_eps use_sliding_window max_window_layers
-head_dim_original sliding_window_size
+head_dim_original sliding_window_size rope_interleave layer_rope_theta no_rope_layers
+no_rope_layer_interval attn_temperature_tuning floor_scale attn_scale
 """
 HARMLESS = frozenset(_HARMLESS_TEXT.split())
 """Keys read by nothing that change no parameter count or cache size."""
@@ -402,10 +419,10 @@ def _family(k: _Keys, outer: dict[str, Any]) -> tuple[str, Family]:
     if k.get("is_encoder_decoder") or outer.get("is_encoder_decoder"):
         raise k._err("is_encoder_decoder", "encoder-decoder models are not sized; a decoder-only "
                      "language model is")  # fmt: skip
-    for key, what in REFUSED_KEYS.items():
-        if k.get(key):
-            raise k._err(key, f"{what} changes the model's size and is not sized by Laminar")
     fam = FAMILIES.get(mtype, _UNKNOWN)
+    for key, what in REFUSED_KEYS.items():
+        if key not in fam.sized_keys and k.get(key):
+            raise k._err(key, f"{what} changes the model's size and is not sized by Laminar")
     if mtype and not fam.known:
         raise UnknownArchitecture(
             k.source,
@@ -542,7 +559,8 @@ def _indexer(k: _Keys, hidden: int) -> tuple[int, dict]:
 
 _FULL = {"full_attention": "full", "attention": "full", "global": "full",
          "indexed_attention": "full"}  # DSA: every token's latent cached, top-k attended
-_SLIDING = {"sliding_attention": "sliding", "local": "sliding", "sliding": "sliding"}
+_SLIDING = {"sliding_attention": "sliding", "local": "sliding", "sliding": "sliding",
+            "chunked_attention": "sliding"}  # Llama 4: its cache capped at the chunk
 
 
 def _layer_kinds(k: _Keys, mtype: str, fam: Family, layers: int) -> list[str]:
@@ -551,7 +569,7 @@ def _layer_kinds(k: _Keys, mtype: str, fam: Family, layers: int) -> list[str]:
         period, offset = k.int("attn_layer_period", 8), k.int("attn_layer_offset", 4, low=0)
         return ["full" if i % period == offset else "mamba" for i in range(layers)]
     types = k.get("layer_types")
-    window = k.opt_int("sliding_window")
+    window = _window(k)
     if types is not None:
         return _listed_kinds(k, types, layers, window)
     if not window:
@@ -565,6 +583,12 @@ def _layer_kinds(k: _Keys, mtype: str, fam: Family, layers: int) -> list[str]:
         first = k.int("max_window_layers", layers, low=0)
         return ["sliding" if i >= first else "full" for i in range(layers)]
     return ["sliding"] * layers  # Mistral, Phi-3, StarCoder2: every layer
+
+
+def _window(k: _Keys) -> int:
+    """Tokens a local layer keeps: ``sliding_window``, else Llama 4's ``attention_chunk_size``
+    (a chunked layer attends within its chunk; its cache, like a window's, is capped)."""
+    return k.opt_int("sliding_window") or k.opt_int("attention_chunk_size")
 
 
 def _listed_kinds(k: _Keys, types: Any, layers: int, window: int) -> list[str]:
@@ -599,6 +623,8 @@ def _mlp_params(fam: Family, k: _Keys, hidden: int, inter: int) -> int:
 def _dense_inter(k: _Keys, fam: Family, hidden: int) -> int:
     if not fam.gated and k.get("intermediate_size") is None:  # GPT-2's n_inner null, Falcon
         return 4 * hidden
+    if k.get("intermediate_size_mlp"):  # Llama 4: the dense layers' own width
+        return k.int("intermediate_size_mlp")
     return k.int("intermediate_size")
 
 
@@ -617,11 +643,14 @@ def _moe_layout(k: _Keys, mtype: str, layers: int) -> dict:
         raise k._err("num_experts_per_tok", f"{per_token} exceeds the {experts} experts")
     inter = k.int("moe_intermediate_size", k.get("intermediate_size"))
     moe_idx = _moe_layers(k, mtype, layers)
-    shared = k.opt_int("n_shared_experts", low=0)
+    shared = k.opt_int("n_shared_experts", low=0) if k.get("n_shared_experts") is not None \
+        else FAMILIES.get(mtype, _UNKNOWN).shared_experts
     shared_inter = shared * inter
     gate = 0
     if k.get("shared_expert_intermediate_size"):  # Qwen2-MoE: one gated shared expert
         shared_inter, gate = k.int("shared_expert_intermediate_size"), 1
+    elif k.get("shared_intermediate_size"):  # Granite-MoE-shared: one ungated shared MLP
+        shared_inter = k.int("shared_intermediate_size")
     bias = 1 if k.get("topk_method") == "noaux_tc" else 0  # DeepSeek's correction bias
     oss = mtype == "gpt_oss"  # biases on every expert's gate_up and down, and on the router
     return {
@@ -643,6 +672,13 @@ def _moe_layers(k: _Keys, mtype: str, layers: int) -> list[int]:
                          "\"sparse\" (one a layer)")  # fmt: skip
         k.used.update(("first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step"))
         return [i for i, t in enumerate(types) if t == "sparse"]
+    if k.get("interleave_moe_layer_step"):  # Llama 4
+        k.get("intermediate_size_mlp")  # the dense layers' width (none when every layer is MoE)
+        listed = k.get("moe_layers")
+        if listed is not None:
+            return sorted(k.layer_list("moe_layers", layers))
+        step = k.int("interleave_moe_layer_step")
+        return list(range(step - 1, layers, step))
     if mtype == "jamba":
         period = k.int("expert_layer_period", 2)
         offset = k.int("expert_layer_offset", 1, low=0)
@@ -822,7 +858,7 @@ def _size(k: _Keys, mtype: str, fam: Family, outer: dict, notes: list[str]) -> M
         moe_layers=n_moe,
         expert_params=moe["expert"](hidden) if moe["experts"] else 0,
         window_layers=windowed,
-        window=k.int("sliding_window") if windowed else 0,
+        window=_window(k) if windowed else 0,
         state_layers=n_state,
         state_elements=n_state * state_elems,
         **index_dims,

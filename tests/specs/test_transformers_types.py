@@ -26,7 +26,8 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_N
 TYPES = sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
 TOWERS = re.compile(r"vision|visual|audio|multi_modal_projector|vqmodel|image|mm_proj|speech")
 
-# Defaults transformers itself cannot build a model from (a null a real config.json fills in).
+# Defaults transformers itself cannot build a model from (a null a real config.json fills in),
+# and layouts the defaults leave untested.
 PATCH = {
     "dots1": dict(n_routed_experts=128, n_shared_experts=2, num_experts_per_tok=6),
     "deepseek_v2": dict(num_experts_per_tok=6),
@@ -34,6 +35,11 @@ PATCH = {
     "hunyuan_v1_dense": dict(head_dim=128),
     "ministral": dict(head_dim=128),
     "glm4_moe": dict(head_dim=128),  # GLM-4.5's config.json states it (hidden 5120, 96 heads)
+    # a shared expert, which the defaults leave out (0)
+    "granitemoeshared": dict(shared_intermediate_size=1024),
+    "granitemoe_swa": dict(shared_intermediate_size=1024),
+    # Maverick's layout: MoE every other layer, the rest dense of intermediate_size_mlp
+    "llama4_text": dict(interleave_moe_layer_step=2, num_local_experts=128),
 }
 
 
