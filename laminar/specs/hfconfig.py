@@ -101,6 +101,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "num_attention_heads": ("n_head", "n_heads", "num_heads", "attention_heads"),
     "intermediate_size": ("ffn_hidden_size", "n_inner", "ffn_dim"),
     "head_dim": ("kv_channels",),
+    "n_shared_experts": ("num_shared_experts",),  # EXAONE-MoE, Hunyuan (hy_v3)
 }
 """Other families' names of a dimension, tried in order when the usual key is missing
 (ChatGLM's ``padded_vocab_size``, the real table size, wins over ``vocab_size``)."""
@@ -191,7 +192,8 @@ FAMILIES: dict[str, Family] = {
                      "hyperclovax", "minimax_m2", "ministral3", "olmo3", "olmoe", "solar_open"),
                     Family()),
     **dict.fromkeys(("granite_swa", "minicpm3", "vaultgemma", "youtu"), Family(tie=True)),
-    **dict.fromkeys(("glm4_moe_lite", "granitemoeshared", "granitemoe_swa", "mellum"), Family()),
+    **dict.fromkeys(("glm4_moe_lite", "granitemoeshared", "granitemoe_swa", "mellum",
+                     "exaone_moe", "hy_v3"), Family()),
     "ernie4_5": Family(tie=True, bias_key="use_bias", mlp_bias_key="use_bias"),
     "glm4_moe": Family(bias_o=False),  # GLM-4.5/4.6: q, k, v biases; DeepSeek-style experts
     # DeepSeek sparse attention (DSA): MLA with a lightning indexer a layer (_indexer)
@@ -260,7 +262,6 @@ REFUSED_KEYS: dict[str, str] = {
     "mamba_n_heads": "Mamba-2 state-space layers",
     "ssm_state_size": "state-space layers",
     "moe_layer_start_index": "MoE layers from a start index",
-    "num_shared_experts": "shared experts under this name",
     "moe_num_shared_experts": "shared experts under this name",
     "parallel_attn_mlp_res": "parallel residual variants",
     "use_qk_norm": "q/k norms under this name",
@@ -300,7 +301,8 @@ num_logits_to_keep max_length use_bfloat16 layer_norm_type attention_bias_in_fp3
 tie_encoder_decoder vision_config audio_config vision_tower mm_vision_tower
 num_experts_per_token decoder_layer_norm_eps use_sliding_window max_window_layers
 head_dim_original sliding_window_size rope_interleave layer_rope_theta no_rope_layers
-no_rope_layer_interval attn_temperature_tuning floor_scale attn_scale
+no_rope_layer_interval attn_temperature_tuning floor_scale attn_scale enable_moe_fp32_combine
+router_scaling_factor
 """
 HARMLESS = frozenset(_HARMLESS_TEXT.split())
 """Keys read by nothing that change no parameter count or cache size."""
@@ -571,6 +573,7 @@ def _layer_kinds(k: _Keys, mtype: str, fam: Family, layers: int) -> list[str]:
     types = k.get("layer_types")
     window = _window(k)
     if types is not None:
+        k.get("sliding_window_pattern")  # the pattern layer_types spells out
         return _listed_kinds(k, types, layers, window)
     if not window:
         return ["full"] * layers
