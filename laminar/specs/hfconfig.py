@@ -10,13 +10,17 @@ nobody reads are listed in a :class:`~laminar.errors.LaminarWarning`):
   class defaults, e.g. Gemma, GPT-2, Falcon and StarCoder2 tie). A ``model_type`` not among
   them is refused by name (a new architecture sized as Llama came out 14-37% off, or thousands
   of times); a config with no ``model_type`` (an inline ``model.spec``) is sized as a
-  Llama-style decoder, with a warning that says so.
+  Llama-style decoder, with a warning that says so. Every family is checked against the
+  parameters and KV cache transformers' own modeling code builds
+  (``tests/specs/test_transformers_types.py``).
 - **Key names** of other families (:data:`ALIASES`): GPT-2's ``n_embd``/``n_layer``/
   ``n_head``/``n_inner``, ChatGLM's ``num_layers``/``ffn_hidden_size``/``padded_vocab_size``/
-  ``multi_query_group_num``/``kv_channels``, Falcon's ``num_kv_heads``/``multi_query``.
+  ``multi_query_group_num``/``kv_channels``, Falcon's ``num_kv_heads``/``multi_query``,
+  XGLM's ``attention_heads``, EXAONE's and Hunyuan's ``num_shared_experts``.
 - **Attention kinds per layer**: full, sliding window (``sliding_window`` with ``layer_types``,
   ``sliding_window_pattern``, Gemma-2/3's, Cohere-2's and gpt-oss's alternation, Qwen2's
-  ``use_sliding_window``/``max_window_layers``, or every layer as Mistral), MLA, and Jamba's
+  ``use_sliding_window``/``max_window_layers``, or every layer as Mistral), Llama 4's chunked
+  attention (its cache capped at ``attention_chunk_size``), MLA, and Jamba's
   Mamba layers (their convolution and SSM state per sequence, not a KV cache). Other
   linear-attention / state-space layers (Gated DeltaNet, Mamba-2 hybrids) are refused naming
   the feature.
@@ -24,7 +28,9 @@ nobody reads are listed in a :class:`~laminar.errors.LaminarWarning`):
   indexer a layer, its FP8 key cached beside each token's latent; a decode step reads the top
   k latents and every indexer key (``ModelSpec.kv_read_bytes_per_token``).
 - **MoE**: Qwen-MoE, Mixtral, DeepSeek-V2/V3 (MLA, shared experts, dense first layers),
-  gpt-oss (expert biases, router bias), Jamba (``expert_layer_period``).
+  GLM-4.5, gpt-oss (expert biases, router bias), Jamba (``expert_layer_period``), Llama 4
+  (``interleave_moe_layer_step``, a shared expert, dense layers of ``intermediate_size_mlp``),
+  Granite-MoE's shared MLP, and transformers 5's ``mlp_layer_types``.
 - **quantization_config** of the checkpoint (``fp8`` with its block scales, gpt-oss's
   ``mxfp4`` experts, AWQ/GPTQ/compressed-tensors int4/int8): the rollout serves the weights as
   stored (``ModelSpec.quant_*``); the trainer keeps ``model.dtype``.
