@@ -171,7 +171,7 @@ FAMILIES: dict[str, Family] = {
     "cohere": Family(tie=True, norms=1),
     "cohere2": Family(tie=True, norms=1, window_pattern=4),
     "glm": Family(bias_default=True, bias_o=False),
-    "glm4": Family(norms=4, bias_default=True, bias_o=False),
+    **dict.fromkeys(("glm4", "glm4v_text"), Family(norms=4, bias_default=True, bias_o=False)),
     "chatglm": Family(bias_key="add_qkv_bias", bias_o=False, mlp_bias_key="add_bias_linear",
                       kv_rule="chatglm"),
     "gpt_oss": Family(bias_default=True, window_pattern=2, sinks=True),
@@ -201,7 +201,8 @@ FAMILIES: dict[str, Family] = {
     **dict.fromkeys(("glm4_moe_lite", "granitemoeshared", "granitemoe_swa", "mellum",
                      "exaone_moe", "hy_v3"), Family()),
     "ernie4_5": Family(tie=True, bias_key="use_bias", mlp_bias_key="use_bias"),
-    "glm4_moe": Family(bias_o=False),  # GLM-4.5/4.6: q, k, v biases; DeepSeek-style experts
+    # GLM-4.5/4.6 (and GLM-4.5V's text model): q, k, v biases; DeepSeek-style experts
+    **dict.fromkeys(("glm4_moe", "glm4v_moe_text"), Family(bias_o=False)),
     # DeepSeek sparse attention (DSA): MLA with a lightning indexer a layer (_indexer)
     **dict.fromkeys(("deepseek_v32", "glm_moe_dsa"), Family()),
     "dots1": Family(qk_norm=True),

@@ -147,3 +147,23 @@ def test_sparse_attention_indexer_is_sized_cached_and_costed(mt):
         from_hf_config(dict(data, indexer_types=["shared"] * layers), name=mt, source=mt)
     with pytest.raises(ConfigError, match=r"layer_types: indexed_attention layers need"):
         from_hf_config({k: v for k, v in data.items() if k != "index_topk"}, name=mt, source=mt)
+
+
+@pytest.mark.parametrize("mt, patch", [("glm4v", {}), ("glm46v", {}),
+                                       ("glm4v_moe", {"head_dim": 128})])  # fmt: skip
+def test_a_multimodal_config_sizes_its_language_model(mt, patch):
+    """The language model (and its head) of a vision-language config, against transformers'."""
+    from transformers import AutoModelForImageTextToText
+
+    cfg = AutoConfig.for_model(mt)
+    for key, value in patch.items():
+        setattr(cfg.get_text_config(), key, value)
+    with torch.device("meta"):
+        model = AutoModelForImageTextToText.from_config(cfg)
+    exact = sum(p.numel() for p in model.model.language_model.parameters())
+    if model.get_output_embeddings().weight is not model.get_input_embeddings().weight:
+        exact += model.get_output_embeddings().weight.numel()
+    data = json.loads(json.dumps(cfg.to_diff_dict(), default=str))
+    with pytest.warns(LaminarWarning, match="vision tower"):
+        spec = from_hf_config(data, name=mt, source=mt)
+    assert spec.total_params == exact
