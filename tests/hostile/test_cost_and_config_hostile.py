@@ -478,7 +478,11 @@ def test_fuzz_cost_files_refuse_by_key_or_simulate_finite(tmp_path, mutated):
 DIMENSIONS = ["hidden_size", "num_hidden_layers", "vocab_size", "num_attention_heads",
               "num_key_value_heads", "intermediate_size", "head_dim", "num_experts",
               "num_experts_per_tok", "moe_intermediate_size", "decoder_sparse_step",
-              "mlp_only_layers", "rope_theta", "tie_word_embeddings", "model_type"]  # fmt: skip
+              "mlp_only_layers", "rope_theta", "tie_word_embeddings", "model_type",
+              "mlp_layer_types", "layer_types", "interleave_moe_layer_step", "moe_layers",
+              "attention_chunk_size", "intermediate_size_mlp", "index_topk", "index_head_dim",
+              "index_n_heads", "indexer_types", "shared_intermediate_size",
+              "num_shared_experts"]  # fmt: skip
 
 
 @FUZZ
@@ -497,7 +501,8 @@ def test_fuzz_config_json_refuses_by_key_or_gives_a_sane_model(model, changes):
         assert str(e).startswith("fuzz.json: ")
         keys = {k for k, _ in changes} | {"head_dim", "num_key_value_heads", "n_routed_experts",
                                           "num_experts", "num_experts_per_tok", "mlp_only_layers",
-                                          "moe_intermediate_size", "intermediate_size"}  # fmt: skip
+                                          "moe_intermediate_size", "intermediate_size",
+                                          "index_head_dim", "index_n_heads"}  # fmt: skip
         assert any(f": {k}" in str(e) or f".{k}" in str(e) for k in keys), str(e)
         return
     event("accepted")
