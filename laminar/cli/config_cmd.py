@@ -17,6 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     presets.set_defaults(func=_presets)
     models = cmds.add_parser("models", help="list the model catalog with derived facts")
     models.set_defaults(func=_models)
+    arch = cmds.add_parser("architectures", help="list the config.json model_types Laminar "
+                           "sizes, and those it refuses with the reason")  # fmt: skip
+    arch.set_defaults(func=_architectures)
     hardware = cmds.add_parser("hardware", help="list the GPU catalog with its main facts")
     hardware.set_defaults(func=_hardware)
     fit = cmds.add_parser(
@@ -48,6 +51,18 @@ def _models(args: argparse.Namespace) -> int:
 
     for name in catalog_names():
         print(describe(catalog_spec(name)))
+    return 0
+
+
+def _architectures(args: argparse.Namespace) -> int:
+    from laminar.specs.hfconfig import FAMILIES, STATE_SPACE_TYPES
+
+    print("sized (config.json model_type):")
+    print("  " + " ".join(sorted(FAMILIES)))
+    print("refused (layers Laminar does not size):")
+    for name, what in sorted(STATE_SPACE_TYPES.items()):
+        print(f"  {name}: {what}")
+    print("any other model_type is refused by name; a Llama-shaped one can be given as \"llama\"")
     return 0
 
 

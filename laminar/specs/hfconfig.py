@@ -436,8 +436,9 @@ def _family(k: _Keys, outer: dict[str, Any]) -> tuple[str, Family]:
         raise UnknownArchitecture(
             k.source,
             k.where + "model_type",
-            f"{mtype!r:.60} is not an architecture Laminar sizes ({len(FAMILIES)} are: "
-            "laminar.specs.hfconfig.FAMILIES); if its layers are Llama-style (gated MLP, RMSNorm, "
+            f"{mtype!r:.60} is not an architecture Laminar sizes (`laminar config "
+            f"architectures` lists the {len(FAMILIES)} it does); if its layers are Llama-style "
+            "(gated MLP, RMSNorm, "
             "no biases, the head untied unless tie_word_embeddings), set model_type to \"llama\" "
             "in a copy of the config.json or in model.spec",
         )
