@@ -323,6 +323,13 @@ class UnknownArchitecture(ConfigError):
     """A ``model_type`` that is not among :data:`FAMILIES` (nor a refused state-space type)."""
 
 
+def as_llama_shaped(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` without its ``model_type``: sized as a Llama-style decoder, for the estimates
+    that tolerate it where the architecture is not known (the runtime's memory check, whether
+    a model the runtime serves has experts); never for the simulator's sizes."""
+    return {k: v for k, v in data.items() if k != "model_type"}
+
+
 class _Keys:
     """Typed access to a config mapping; errors name the file and key (its family's name for
     it); every key read is remembered, so the unread ones can be listed."""

@@ -67,7 +67,7 @@ def tiny_hf_config(layers: int, hidden: int) -> dict:
 
 def runtime_model_spec(cfg: Any) -> ModelSpec:
     """The :class:`ModelSpec` of the model ``laminar train`` trains (``runtime.model``)."""
-    from laminar.specs.hfconfig import UnknownArchitecture, from_hf_config
+    from laminar.specs.hfconfig import UnknownArchitecture, as_llama_shaped, from_hf_config
 
     m = cfg.runtime.model
     if m.type == "tiny":
@@ -84,8 +84,7 @@ def runtime_model_spec(cfg: Any) -> ModelSpec:
     except UnknownArchitecture as e:  # transformers trains it; only the memory check is unsure
         warnings.warn(LaminarWarning(f"{e}; the runtime's memory check sizes it as a "
                                      "Llama-style decoder, which may be off"), stacklevel=2)
-        plain = {k: v for k, v in data.items() if k != "model_type"}
-        return from_hf_config(plain, name=Path(m.path).name, source=str(path))
+        return from_hf_config(as_llama_shaped(data), name=Path(m.path).name, source=str(path))
 
 
 def host_memory_bytes() -> float:

@@ -54,6 +54,9 @@ def test_fp8_on_cuda_is_vllm_online_fp8():
 
 def test_expert_parallel_needs_routed_experts():
     assert model_has_experts(MOE) is True and model_has_experts(DENSE) is False
+    # an architecture the simulator refuses to size still says whether it routes to experts
+    assert model_has_experts({**MOE, "model_type": "brand_new_moe"}) is True
+    assert model_has_experts({**DENSE, "model_type": "brand_new"}) is False
     cuda_ep = ("runtime.device=cuda", "model.rollout_ep=2")
     for hf in (DENSE, None, {"model_type": "mystery"}):
         with pytest.raises(ConfigError) as e:

@@ -45,10 +45,19 @@ class Serving:
 def model_has_experts(hf_config: dict[str, Any]) -> bool | None:
     """Whether a Hugging Face ``config.json`` (as a dict) routes tokens to experts; None when it
     cannot be told (e.g. no config: the tiny model, which has none)."""
+    import warnings
+
+    from laminar.specs.hfconfig import UnknownArchitecture, as_llama_shaped
     from laminar.specs.model import from_hf_config
 
     try:
-        return from_hf_config(hf_config, name="policy", source="config.json").is_moe
+        try:
+            return from_hf_config(hf_config, name="policy", source="config.json").is_moe
+        except UnknownArchitecture:  # an architecture the simulator does not size: its keys
+            with warnings.catch_warnings():  # still say whether it routes to experts
+                warnings.simplefilter("ignore")
+                return from_hf_config(as_llama_shaped(hf_config), name="policy",
+                                      source="config.json").is_moe  # fmt: skip
     except ConfigError:
         return None
 
