@@ -386,7 +386,8 @@ def _check_thread_rates(runtime: dict, flop_per_token: float, source: str) -> No
 def _runtime_block(block: Any, source: str) -> dict[str, Any]:
     if not isinstance(block, dict):
         raise ConfigError(source, "runtime", f"expected a mapping, got {type(block).__name__}")
-    known = (*RUNTIME_FIGURES, *RUNTIME_BY_THREADS, *RUNTIME_BY_MODE, *RUNTIME_NOTES)
+    known = (*RUNTIME_FIGURES, *RUNTIME_BY_THREADS, *RUNTIME_BY_MODE, *RUNTIME_NOTES,
+             "placements")
     out: dict[str, Any] = {}
     for name, value in block.items():
         key = f"runtime.{_clip(str(name))}"
@@ -398,6 +399,8 @@ def _runtime_block(block: Any, source: str) -> dict[str, Any]:
             out[name] = _table(source, key, value, RUNTIME_BY_MODE[name], _mode_key)
         elif name in RUNTIME_NOTES:
             out[name] = _note(source, key, name, value)
+        elif name == "placements":
+            out[name] = _placements(source, key, value)
         else:
             raise ConfigError(source, key, f"unknown key; expected one of {', '.join(known)}")
     return out
@@ -430,6 +433,25 @@ def _table(source: str, key: str, value: Any, bound: Range, check_key) -> dict[s
         if wrong:
             raise ConfigError(source, f"{key}.{_clip(str(k))}", f"expected {wrong} as the key")
         out[k] = _figure(source, f"{key}.{k}", bound, v)
+    return out
+
+
+def _placements(source: str, key: str, value: Any) -> list[dict[str, Any]]:
+    """The calibration runs' placements: a list of {mode, rollouts} (``laminar calibrate``)."""
+    if not isinstance(value, list) or len(value) > 1000:
+        raise ConfigError(source, key, "expected a list of {mode, rollouts} (at most 1,000)")
+    out = []
+    for i, entry in enumerate(value):
+        where = f"{key}[{i}]"
+        if not isinstance(entry, dict) or set(entry) != {"mode", "rollouts"}:
+            raise ConfigError(source, where, "expected a mapping with mode and rollouts")
+        if entry["mode"] not in RUNTIME_MODES:
+            raise ConfigError(source, f"{where}.mode", f"expected {_or(RUNTIME_MODES)}")
+        n = entry["rollouts"]
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_THREADS:
+            raise ConfigError(source, f"{where}.rollouts", f"expected a whole number "
+                              f"1..{MAX_THREADS}")  # fmt: skip
+        out.append({"mode": entry["mode"], "rollouts": n})
     return out
 
 

@@ -167,10 +167,18 @@ def _cost_content(runs: list[RunData], engine: Fit, trainers: list[Fit], transfe
            if engine.values["cross_core_gamma_within_runs"] is not None else {}),
         "engine_load_per_rollout_by_mode": engine.values["mode_load_per_rollout"],
         "runs": [str(r.path) for r in runs],
+        "placements": placements(runs),
         "cpu_model": m["cpu_model"],
     }
     content["fit"] = {f.name: asdict(f) for f in [engine, *trainers, *transfers, refill]}
     return content
+
+
+def placements(runs: list) -> list[dict]:
+    """The (mode, rollouts) placements the runs had, each once, sorted: ``laminar simulate
+    --cost`` warns for a job in none of them (its engines' sharing was never measured)."""
+    seen = {(str(r.config.runtime.mode), int(r.config.runtime.rollouts)) for r in runs}
+    return [{"mode": mode, "rollouts": n} for mode, n in sorted(seen)]
 
 
 def cost_file_json(content: dict) -> str:

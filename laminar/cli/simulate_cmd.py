@@ -44,6 +44,7 @@ def _simulate(args: argparse.Namespace) -> int:
         _note_step_bound(cfg)
     if cfg.sim.cost_file:
         _note_cross_core(cfg)
+        _note_placement(cfg)
     check = _range_check(cfg) if cfg.sim.cost_file else None
     return run_and_write(cfg, out_target(args, "simulate", cfg), check=check)
 
@@ -95,6 +96,28 @@ def _note_cross_core(cfg) -> None:
           f"this job's engines alone on their cores are charged {1 + gamma:.2f}x "
           f"beside another core set's work, so their time may be off by up to "
           f"{abs(gap):.0%} (docs/fidelity.md, Issue 31)", file=sys.stderr)
+
+
+def _note_placement(cfg) -> None:
+    """Warn when the job's placement (runtime mode, rollouts) is none of the calibration runs':
+    how its engines share the machine was never measured (docs/fidelity.md, *Issue 31*: a
+    single sync engine beside an idle core, calibrated on two-engine runs alone, came out
+    25-35% slow in two campaigns)."""
+    import sys
+
+    from laminar.sim.setting import cost_extras, resolve_setting
+
+    seen = (cost_extras(cfg) or {}).get("placements")
+    if not seen or not resolve_setting(cfg):
+        return
+    rt = cfg.runtime
+    if {"mode": rt.mode, "rollouts": rt.rollouts} in seen:
+        return
+    had = ", ".join(f"{p['mode']} x{p['rollouts']}" for p in seen)
+    print(f"warning: {cfg.sim.cost_file}: this job's placement ({rt.mode}, {rt.rollouts} "
+          f"rollout(s)) is none of its calibration runs' ({had}): how its engines share the "
+          "machine is extrapolated; add a run of this placement to the calibration "
+          "(docs/fidelity.md, Calibrating on your cluster)", file=sys.stderr)
 
 
 def _note_step_bound(cfg) -> None:

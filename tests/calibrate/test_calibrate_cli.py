@@ -368,3 +368,33 @@ def test_a_cross_core_factor_set_only_between_runs_is_told_apart(tmp_path, capsy
     path.write_text(json.dumps(cost))
     assert main([*args, "--set", "runtime.mode=sync", "--out", str(tmp_path / "c")]) == 0
     assert "cross_core_gamma" not in capsys.readouterr().err
+
+
+def test_a_job_in_no_calibrated_placement_is_warned(tmp_path, capsys):
+    """Issue 31, two campaigns: calibrated on two-engine runs alone, a single sync engine beside
+    an idle core came out 25-35% slow. The cost file records its runs' (mode, rollouts)
+    placements; ``simulate --cost`` warns for a job in none of them, once, and not otherwise."""
+    from types import SimpleNamespace
+
+    from laminar.calibrate import placements
+    from laminar.cli import main
+
+    def run(mode, rollouts):
+        return SimpleNamespace(config=SimpleNamespace(
+            runtime=SimpleNamespace(mode=mode, rollouts=rollouts)))  # fmt: skip
+
+    seen = placements([run("sync", 2), run("laminar", 2), run("sync", 2)])
+    assert seen == [{"mode": "laminar", "rollouts": 2}, {"mode": "sync", "rollouts": 2}]
+    cost = json.loads((Path(__file__).resolve().parents[2] / "docs" / "fidelity" /
+                       "cost.json").read_text())  # fmt: skip
+    cost["runtime"]["placements"] = seen
+    path = tmp_path / "cost.json"
+    path.write_text(json.dumps(cost))
+    args = ["simulate", "--preset", "tiny-cpu", "--set", "workload.steps=3", "--cost", str(path),
+            "--set", "runtime.mode=sync"]  # fmt: skip
+    assert main([*args, "--set", "runtime.rollouts=1", "--out", str(tmp_path / "a")]) == 0
+    err = capsys.readouterr().err
+    assert err.count("placement (sync, 1 rollout(s)) is none of its calibration runs' "
+                     "(laminar x2, sync x2)") == 1, err
+    assert main([*args, "--set", "runtime.rollouts=2", "--out", str(tmp_path / "b")]) == 0
+    assert "placement" not in capsys.readouterr().err
