@@ -42,6 +42,7 @@ def test_calibrate_simulate_compare(tmp_path, capsys):
     content = json.loads(cost.read_text())
     assert content["runtime"]["speed_reference"]["runs"] == 1
     assert content["runtime"]["speed_scaled_by"] == pytest.approx(1.0)  # its own speed
+    assert content["runtime"]["placements"] == [{"mode": "laminar", "rollouts": 1}]
 
     sim = tmp_path / "sim"
     trace = f"workload.source={{type: trace, path: {run / 'trajectories.parquet'}}}"
