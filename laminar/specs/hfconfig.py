@@ -10,9 +10,11 @@ nobody reads are listed in a :class:`~laminar.errors.LaminarWarning`):
   class defaults, e.g. Gemma, GPT-2, Falcon and StarCoder2 tie). A ``model_type`` not among
   them is refused by name (a new architecture sized as Llama came out 14-37% off, or thousands
   of times); a config with no ``model_type`` (an inline ``model.spec``) is sized as a
-  Llama-style decoder, with a warning that says so. Every family is checked against the
-  parameters and KV cache transformers' own modeling code builds
-  (``tests/specs/test_transformers_types.py``).
+  Llama-style decoder, with a warning that says so. Every family the installed transformers
+  builds a causal LM for is checked against the parameters and KV cache its modeling code
+  builds (``tests/specs/test_transformers_types.py``); of the others (remote-code families:
+  ChatGLM, InternLM2, Yi, EXAONE 3), ChatGLM has a hand count in
+  ``tests/specs/test_real_configs.py``, the rest are Llama's layers under their own names.
 - **Key names** of other families (:data:`ALIASES`): GPT-2's ``n_embd``/``n_layer``/
   ``n_head``/``n_inner``, ChatGLM's ``num_layers``/``ffn_hidden_size``/``padded_vocab_size``/
   ``multi_query_group_num``/``kv_channels``, Falcon's ``num_kv_heads``/``multi_query``,
