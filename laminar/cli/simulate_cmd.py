@@ -43,8 +43,7 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.cost and not own_cost:
         _note_step_bound(cfg)
     if cfg.sim.cost_file:
-        _note_cross_core(cfg)
-        _note_placement(cfg)
+        _note_calibration(cfg)
     check = _range_check(cfg) if cfg.sim.cost_file else None
     return run_and_write(cfg, out_target(args, "simulate", cfg), check=check)
 
@@ -76,19 +75,29 @@ CROSS_GAP = 0.05
 run (``laminar.calibrate.fit.within_run_gamma``) before ``simulate`` warns."""
 
 
-def _note_cross_core(cfg) -> None:
+def _note_calibration(cfg) -> None:
+    """For a job simulated as the runtime's own (``sim.setting``), the warnings on what its
+    cost file's calibration runs did not show: the cost file's runtime block read once."""
+    from laminar.sim.setting import cost_extras, resolve_setting
+
+    extras = cost_extras(cfg)
+    if not extras or not resolve_setting(cfg):
+        return
+    _note_cross_core(cfg, extras)
+    _note_placement(cfg, extras)
+
+
+def _note_cross_core(cfg, extras: dict) -> None:
     """Warn when the job's engines are charged a cross-core factor that the calibration runs
     support only as a difference between runs (docs/fidelity.md, *Issue 31*)."""
     import sys
 
     from laminar.sim.local import CoreSharing
-    from laminar.sim.setting import cost_extras, resolve_setting
 
-    extras = cost_extras(cfg) or {}
     gamma, within = extras.get("cross_core_gamma"), extras.get("cross_core_gamma_within_runs")
     if gamma is None or within is None or abs(gamma - within) <= CROSS_GAP:
         return
-    if not resolve_setting(cfg) or not CoreSharing(cfg).charges_cross():
+    if not CoreSharing(cfg).charges_cross():
         return
     gap = (1.0 + gamma) / (1.0 + within) - 1.0
     print(f"warning: {cfg.sim.cost_file}: cross_core_gamma {gamma:.2f}, fitted across its "
@@ -98,17 +107,15 @@ def _note_cross_core(cfg) -> None:
           f"{abs(gap):.0%} (docs/fidelity.md, Issue 31)", file=sys.stderr)
 
 
-def _note_placement(cfg) -> None:
+def _note_placement(cfg, extras: dict) -> None:
     """Warn when the job's placement (runtime mode, rollouts) is none of the calibration runs':
     how its engines share the machine was never measured (docs/fidelity.md, *Issue 31*: a
     single sync engine beside an idle core, calibrated on two-engine runs alone, came out
     25-35% slow in two campaigns)."""
     import sys
 
-    from laminar.sim.setting import cost_extras, resolve_setting
-
-    seen = (cost_extras(cfg) or {}).get("placements")
-    if not seen or not resolve_setting(cfg):
+    seen = extras.get("placements")
+    if not seen:
         return
     rt = cfg.runtime
     if {"mode": rt.mode, "rollouts": rt.rollouts} in seen:

@@ -648,7 +648,7 @@ def _dense_inter(k: _Keys, fam: Family, hidden: int) -> int:
     return k.int("intermediate_size")
 
 
-def _moe_layout(k: _Keys, mtype: str, layers: int) -> dict:
+def _moe_layout(k: _Keys, mtype: str, fam: Family, layers: int) -> dict:
     """Which layers are MoE, and the size of a routed and a shared expert."""
     experts = 0
     for key in ("n_routed_experts", "num_experts", "num_local_experts"):
@@ -664,7 +664,7 @@ def _moe_layout(k: _Keys, mtype: str, layers: int) -> dict:
     inter = k.int("moe_intermediate_size", k.get("intermediate_size"))
     moe_idx = _moe_layers(k, mtype, layers)
     shared = k.opt_int("n_shared_experts", low=0) if k.get("n_shared_experts") is not None \
-        else FAMILIES.get(mtype, _UNKNOWN).shared_experts
+        else fam.shared_experts
     shared_inter = shared * inter
     gate = 0
     if k.get("shared_expert_intermediate_size"):  # Qwen2-MoE: one gated shared expert
@@ -835,7 +835,7 @@ def _size(k: _Keys, mtype: str, fam: Family, outer: dict, notes: list[str]) -> M
     index_params, index_dims = _indexer(k, hidden)
     attn += index_params
     kinds = _layer_kinds(k, mtype, fam, layers)
-    moe = _moe_layout(k, mtype, layers)
+    moe = _moe_layout(k, mtype, fam, layers)
     n_moe = len(moe["moe_idx"])
     dense_mlp = _mlp_params(fam, k, hidden, _dense_inter(k, fam, hidden)) if n_moe < layers else 0
     moe_layer = 0
