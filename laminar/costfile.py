@@ -141,6 +141,8 @@ OPTIONAL: dict[str, tuple[str, float, Range]] = {
     "train_sync_bytes": ("bytes", 0.0, _BYTES),
     # GPUs per machine: beyond it, the sync crosses NICs
     "machine_gpus": ("GPUs", 8.0, Range(1, 64, "cluster.gpus_per_machine's bound", whole=True)),
+    # GPUs of one NVLink domain: a collective of up to this many stays on NVLink (0: a machine)
+    "nvlink_gpus": ("GPUs", 0.0, Range(0, 1024, "72 for a GB200 NVL72 rack", whole=True)),
     # activations a tensor-parallel group all-reduces per trained token (fwd + bwd)
     "train_tp_bytes_per_token": ("bytes/token", 0.0, Range(0.0, 1e9, _TOKEN_BYTES_WHY)),
     # token copies an expert-parallel group sends per trained token (fwd + bwd)

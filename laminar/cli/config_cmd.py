@@ -72,10 +72,13 @@ def _hardware(args: argparse.Namespace) -> int:
     for name in hardware_names():
         hw = catalog_hardware(name)
         fp8 = f"{hw['fp8_flops'] / 1e12:,.0f}" if hw["fp8_flops"] else "-"
+        rack = " (one domain over machines of " if hw.nvlink_spans_machines else ""
+        rack += f"{hw.machine_gpus} GPUs)" if rack else ""
         print(
             f"{name}: {hw['gpu_memory_bytes'] / 1e9:.0f} GB at {hw['hbm_bytes_per_s'] / 1e12:.2f} "
             f"TB/s, BF16 {hw['bf16_flops'] / 1e12:,.0f} / FP8 {fp8} TFLOP/s dense, NVLink "
-            f"{hw['nvlink_bytes_per_s'] / 1e9:.0f} GB/s x {hw['nvlink_domain_gpus']:.0f} GPUs, "
+            f"{hw['nvlink_bytes_per_s'] / 1e9:.0f} GB/s x {hw['nvlink_domain_gpus']:.0f} GPUs"
+            f"{rack}, "
             f"{hw['nics_per_machine']:.0f} NICs x {hw['nic_bytes_per_s'] * 8 / 1e9:.0f} Gb/s"
         )
     return 0

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from laminar.config.base import Section
-from laminar.specs.hardware import check_overrides
+from laminar.specs.hardware import catalog_machine_gpus, check_overrides
 
 
 class ClusterConfig(Section):
@@ -17,7 +17,9 @@ class ClusterConfig(Section):
     """Total GPUs in the cluster (count, 1..65536)."""
 
     gpus_per_machine: int = Field(8, ge=1, le=64)
-    """GPUs per machine (count, 1..64); one relay worker runs per rollout machine."""
+    """GPUs per machine (count, 1..64); one relay worker runs per rollout machine. Left out,
+    the hardware's machine where the catalog names one (``gb200``: a 4-GPU compute tray),
+    else 8."""
 
     trainer_fraction: float = Field(0.25, gt=0.0, lt=1.0)
     """Fraction of GPUs given to the trainer in decoupled systems (0 < f < 1); the rest roll out.
@@ -25,20 +27,32 @@ class ClusterConfig(Section):
 
     hardware: str = Field("h800", min_length=1, max_length=64)
     """GPU type from the hardware catalog (``a100-80g``, ``h100-sxm``, ``h800``, ``h20``,
-    ``h200``, ``b200``, ``mi300x``; ``laminar/data/hardware.json``); 1..64 characters."""
+    ``h200``, ``b200``, ``gb200`` (NVL72 racks), ``mi300x``; ``laminar/data/hardware.json``);
+    1..64 characters."""
 
-    hardware_spec: dict[str, float | str] = Field(default_factory=dict, max_length=64)
+    hardware_spec: dict[str, bool | float | str] = Field(default_factory=dict, max_length=64)
     """Facts put over the ``hardware`` entry for this run, name -> value in the fact's unit
     (e.g. ``{gpu_memory_bytes: 96e9, hbm_bytes_per_s: 4.0e12}``; names in
-    ``laminar/data/hardware.json``, plus ``arch``); at most 64 entries, each finite and within
-    10x of the catalog's range (``laminar.specs.hardware.check_overrides``). Empty: the
-    catalog's."""
+    ``laminar/data/hardware.json``, plus ``arch`` and ``nvlink_spans_machines`` (true: the
+    NVLink domain of ``nvlink_domain_gpus`` spans machines, as a GB200 NVL72 rack's does)); at
+    most 64 entries, each finite and within 10x of the catalog's range
+    (``laminar.specs.hardware.check_overrides``). Empty: the catalog's."""
 
     @field_validator("hardware_spec")
     @classmethod
-    def _plausible_facts(cls, v: dict[str, float | str]) -> dict[str, float | str]:
+    def _plausible_facts(cls, v: dict[str, bool | float | str]) -> dict[str, bool | float | str]:
         check_overrides(v)
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _machine_of_hardware(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "gpus_per_machine" not in data:
+            hardware = data.get("hardware")
+            gpm = catalog_machine_gpus(hardware) if isinstance(hardware, str) else 0
+            if gpm:
+                return {**data, "gpus_per_machine": gpm}
+        return data
 
     @model_validator(mode="after")
     def _whole_machines(self) -> ClusterConfig:

@@ -122,10 +122,11 @@ class Verl(GlobalSync):
     def sync_s(self, cluster) -> float:
         """Resharding in verl's hybrid engine (assumption, from its FSDP-to-vLLM sharding
         manager): each parameter is all-gathered onto every GPU, which then loads its rollout
-        shard; a machine's NICs carry one full copy per GPU. Inside one machine: NVLink."""
+        shard; a machine's NICs carry one full copy per GPU. Inside one NVLink domain (a
+        machine, or a GB200 NVL72 rack): NVLink."""
         cost, c = cluster.cost, self.cfg.cluster
         gpm = min(c.gpus_per_machine, c.gpus)
-        if c.gpus <= gpm:
+        if c.gpus <= max(gpm, cost.nvlink_gpus):
             return cost.transfer_s(cost.weight_bytes, "nvlink")
         return cost.transfer_s(gpm * cost.weight_bytes, "rdma")
 

@@ -63,6 +63,7 @@ class CostModel:
             setattr(self, name, float(self.coefficients[name].value))
         self.replica_gpus = int(self.replica_gpus)
         self.machine_gpus = int(self.machine_gpus)
+        self.nvlink_gpus = int(self.nvlink_gpus) or self.machine_gpus
         self.kv_capacity_tokens = int(self.kv_capacity_tokens)
         if self.decode_step_s(1, 0) <= 0:
             raise ValueError("a decode step must take time: decode_base_s + decode_per_seq_s > 0")
@@ -124,10 +125,10 @@ class CostModel:
     def train_sync_s(self, gpus: int) -> float:
         """Seconds of the gradient all-reduce (reduce-scatter + all-gather, ring: 2(g-1)/g of
         the bytes through each GPU) that ends a step on ``gpus`` data-parallel GPUs: over
-        NVLink inside a machine, else over each GPU's share of its machine's NICs."""
+        NVLink inside one NVLink domain, else over each GPU's share of its machine's NICs."""
         if gpus <= 1 or not self.train_sync_bytes:
             return 0.0
-        if gpus <= self.machine_gpus:
+        if gpus <= self.nvlink_gpus:
             bw = self.nvlink_bytes_per_s
         else:
             bw = self.rdma_bytes_per_s / self.machine_gpus

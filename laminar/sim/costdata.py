@@ -208,18 +208,21 @@ def _derive_decode(put, hw, m: ModelSpec, weights, tp, ep, fp8, gpm) -> None:
 
 
 def _tp_across_machines(hw, m: ModelSpec, tp, gpm) -> tuple[float, float, str]:
-    """(per-step latency, per-sequence seconds, why) a TP group spanning machines adds to each
-    forward: NCCL's hierarchical all-reduce, inside each machine over NVLink (the
-    ``tp_allreduce_s`` already charged) and across its tp/gpm machines in a ring, 2(n-1) RDMA
-    messages (``rdma_startup_s`` each) moving 2(n-1)/n of a token's hidden state (16-bit) through
-    each machine's NICs; two all-reduces a layer (Megatron TP). 0 inside one machine."""
-    n = tp // gpm if tp > gpm else 1
+    """(per-step latency, per-sequence seconds, why) a TP group spanning NVLink domains adds to
+    each forward: NCCL's hierarchical all-reduce, inside each domain over NVLink (the
+    ``tp_allreduce_s`` already charged) and across its n = tp/domain domains in a ring, 2(n-1)
+    RDMA messages (``rdma_startup_s`` each) moving 2(n-1)/n of a token's hidden state (16-bit)
+    through each domain's NICs (its machines'); two all-reduces a layer (Megatron TP). 0 inside
+    one domain (one machine, or a GB200 NVL72 rack)."""
+    domain = hw.nvlink_gpus(gpm)
+    n = -(-tp // domain)  # domains it spans (72-GPU racks need not divide a power of two)
     if n <= 1:
         return 0.0, 0.0, ""
-    nic = hw.machine_nic_bytes_per_s * hw.facts["rdma_efficiency"].value
+    nic = hw.machine_nic_bytes_per_s * domain / gpm * hw.facts["rdma_efficiency"].value
     base = 2 * m.layers * 2 * (n - 1) * hw["rdma_startup_s"]
     per_seq = 2 * m.layers * 2 * (n - 1) / n * m.hidden * 2 / nic
-    return base, per_seq, f" + 2 x layers x ring over {n} machines (2(n-1) x rdma_startup_s)"
+    where = "machines" if domain == gpm else "NVLink domains"
+    return base, per_seq, f" + 2 x layers x ring over {n} {where} (2(n-1) x rdma_startup_s)"
 
 
 def _alltoall(hw, m: ModelSpec, tp, ep, gpm) -> tuple[float, float, str]:
@@ -228,7 +231,7 @@ def _alltoall(hw, m: ModelSpec, tp, ep, gpm) -> tuple[float, float, str]:
     share (ep-1)/ep leaving the GPU, spread over the replica's tp x ep GPUs."""
     if ep <= 1:
         return 0.0, 0.0, ""
-    in_domain = tp * ep <= min(gpm, hw["nvlink_domain_gpus"])
+    in_domain = tp * ep <= hw.nvlink_gpus(gpm)
     bw = hw["nvlink_bytes_per_s"] if in_domain else hw.machine_nic_bytes_per_s / gpm
     per_seq = 2 * m.moe_layers * m.experts_per_token * m.hidden * 2 * (ep - 1) / ep / (tp * ep) / bw
     return 2 * m.moe_layers * hw["alltoall_startup_s"], per_seq, "NVLink" if in_domain else "NICs"

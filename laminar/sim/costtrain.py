@@ -114,3 +114,11 @@ def derive_links(put, hw: HardwareSpec, gpus_per_machine: int) -> None:
     )
     put("rdma_startup_s", hw["rdma_startup_s"], "s", f"[{hw.facts['rdma_startup_s'].cite()}]")
     put("machine_gpus", gpus_per_machine, "GPUs", "cluster.gpus_per_machine")
+    nv = hw.nvlink_gpus(gpus_per_machine)
+    put(
+        "nvlink_gpus",
+        nv,
+        "GPUs",
+        f"the NVLink domain ({hw['nvlink_domain_gpus']:.0f} GPUs, "
+        + ("spanning machines)" if hw.nvlink_spans_machines else "inside one machine)"),
+    )

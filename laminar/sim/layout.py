@@ -91,7 +91,7 @@ def _lengths(seq_lens: Sequence[int]) -> tuple[int, int]:
 
 def _link_bw(cost: CostModel, group_gpus: int) -> float:
     """Per-GPU bandwidth of a collective over ``group_gpus`` consecutive GPUs."""
-    if group_gpus <= cost.machine_gpus:
+    if group_gpus <= cost.nvlink_gpus:
         return cost.nvlink_bytes_per_s
     return cost.rdma_bytes_per_s / cost.machine_gpus
 

@@ -53,9 +53,18 @@ class HardwareSpec:
     name: str
     arch: str
     facts: dict[str, Fact]
+    nvlink_spans_machines: bool = False  # a rack-scale domain (GB200 NVL72), not one machine's
+    machine_gpus: int = 0  # GPUs in one of its machines where the catalog says; 0: not stated
 
     def __getitem__(self, key: str) -> float:
         return self.facts[key].value
+
+    def nvlink_gpus(self, gpus_per_machine: int) -> int:
+        """GPUs one NVLink domain holds, laid out in machines of ``gpus_per_machine``: a group
+        of at most this many talks over NVLink, a larger one over the NICs. Inside one machine
+        (capped at it) unless the domain spans machines (``nvlink_spans_machines``)."""
+        domain = int(self["nvlink_domain_gpus"])
+        return domain if self.nvlink_spans_machines else min(domain, gpus_per_machine)
 
     @property
     def machine_nic_bytes_per_s(self) -> float:
@@ -84,6 +93,13 @@ def hardware_names() -> list[str]:
     return sorted(_table()["gpus"])
 
 
+def catalog_machine_gpus(name: str) -> int:
+    """GPUs in one machine of catalog GPU ``name`` where its entry says (a GB200 NVL72 compute
+    tray: 4); 0 where it does not, or for a name not in the catalog."""
+    entry = _table()["gpus"].get(name, {})
+    return int(entry.get("machine", {}).get("gpus", 0))
+
+
 def catalog_hardware(name: str) -> HardwareSpec:
     """The catalog's :class:`HardwareSpec` of ``name`` (datasheet facts + efficiencies)."""
     table = _table()
@@ -101,7 +117,14 @@ def catalog_hardware(name: str) -> HardwareSpec:
     merged = {**table["efficiencies"], **gpus[name].get("efficiencies", {})}
     for k, v in merged.items():
         facts[k] = Fact(float(v["value"]), v["unit"], v["source"], v["basis"], v.get("where", ""))
-    return HardwareSpec(name, gpus[name].get("arch", ""), facts)
+    entry = gpus[name]
+    return HardwareSpec(
+        name,
+        entry.get("arch", ""),
+        facts,
+        bool(entry.get("nvlink_spans_machines", False)),
+        int(entry.get("machine", {}).get("gpus", 0)),
+    )
 
 
 def hardware_spec(cluster: Any) -> HardwareSpec:
@@ -109,6 +132,7 @@ def hardware_spec(cluster: Any) -> HardwareSpec:
     catalog, with any ``cluster.hardware_spec`` facts put over it (checked by
     :func:`check_overrides`)."""
     base = catalog_hardware(cluster.hardware)
+    _check_machine(cluster, base)
     extra = dict(cluster.hardware_spec or {})
     if not extra:
         return base
@@ -119,10 +143,29 @@ def hardware_spec(cluster: Any) -> HardwareSpec:
         raise ConfigError("config", f"cluster.hardware_spec.{key}", msg) from None
     facts = dict(base.facts)
     arch = str(checked.pop("arch", base.arch))
+    spans = bool(checked.pop("nvlink_spans_machines", base.nvlink_spans_machines))
     for key, value in checked.items():
         unit = facts[key].unit
         facts[key] = Fact(float(value), unit, "cluster.hardware_spec", "config", "the run's config")
-    return HardwareSpec(cluster.hardware + "+spec", arch, facts)
+    return HardwareSpec(cluster.hardware + "+spec", arch, facts, spans, base.machine_gpus)
+
+
+def _check_machine(cluster: Any, hw: HardwareSpec) -> None:
+    """A GPU whose catalog entry names its machine's size (a GB200 NVL72 compute tray holds 4)
+    is refused at another ``cluster.gpus_per_machine`` that the config left at its default:
+    the machine's NICs and PCIe would be shared by GPUs it does not have. Set explicitly, the
+    config's size stands (a user's own build)."""
+    set_fields = getattr(cluster, "model_fields_set", None)
+    if not hw.machine_gpus or set_fields is None or "gpus_per_machine" in set_fields:
+        return
+    if cluster.gpus_per_machine != hw.machine_gpus:
+        raise ConfigError(
+            "config",
+            "cluster.gpus_per_machine",
+            f"{hw.name} machines hold {hw.machine_gpus} GPUs, not the default "
+            f"{cluster.gpus_per_machine}; set cluster.gpus_per_machine: {hw.machine_gpus} "
+            "(or your machines' size)",
+        )
 
 
 SPEC_FACTOR = 10.0
@@ -131,13 +174,20 @@ catalog's smallest value to ten times its largest (a GPU ten times an H200's ban
 B200's FLOPs is a typo or a unit slip, not a product)."""
 
 
-def check_overrides(spec: dict[str, Any]) -> dict[str, float | str]:
-    """``cluster.hardware_spec`` checked: every key a fact of the catalog (or ``arch``), every
-    value a finite number within :func:`fact_range` (text that parses as one counts: YAML 1.1
-    and quoted TOML write ``96e9`` as text). Raises ``ValueError("key: what is wrong")``."""
+def check_overrides(spec: dict[str, Any]) -> dict[str, float | str | bool]:
+    """``cluster.hardware_spec`` checked: every key a fact of the catalog (or ``arch``, or
+    ``nvlink_spans_machines`` as true/false), every value a finite number within
+    :func:`fact_range` (text that parses as one counts: YAML 1.1 and quoted TOML write ``96e9``
+    as text). Raises ``ValueError("key: what is wrong")``."""
     ranges = fact_ranges()
-    out: dict[str, float | str] = {}
+    out: dict[str, float | str | bool] = {}
     for key, value in spec.items():
+        if key == "nvlink_spans_machines":
+            if not isinstance(value, bool):
+                raise ValueError(f"nvlink_spans_machines: expected true or false (whether the "
+                                 f"NVLink domain spans machines), got {value!r:.40}")  # fmt: skip
+            out[key] = value
+            continue
         if key == "arch":
             if not isinstance(value, str) or not 0 < len(value) <= 32:
                 raise ValueError(f"arch: expected an architecture name of 1..32 characters "
@@ -146,7 +196,8 @@ def check_overrides(spec: dict[str, Any]) -> dict[str, float | str]:
             continue
         if key not in ranges:
             raise ValueError(
-                f"{str(key)[:40]}: unknown fact; known: arch, {', '.join(sorted(ranges))}"
+                f"{str(key)[:40]}: unknown fact; known: arch, nvlink_spans_machines, "
+                f"{', '.join(sorted(ranges))}"
             )
         out[key] = ranges[key].check(key, _number(value, key))
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from importlib import resources
 
 import pandas as pd
@@ -11,11 +12,11 @@ import pytest
 from laminar.config import load_config
 from laminar.errors import ConfigError
 from laminar.sim import simulate
-from laminar.sim.costdata import cost_model_for, derive
+from laminar.sim.costdata import cost_model_for, derive, derive_specs
 from laminar.specs.hardware import FACT_UNITS, catalog_hardware, hardware_names, hardware_spec
 from laminar.specs.model import catalog_spec
 
-GPUS = ["a100-80g", "b200", "h100-sxm", "h20", "h200", "h800", "mi300x"]
+GPUS = ["a100-80g", "b200", "gb200", "h100-sxm", "h20", "h200", "h800", "mi300x"]
 SHORT = ["cluster.gpus=16", "workload.steps=2", "sim.warmup_steps=1",
          "workload.prompts_per_step=16", "sim.replica_series=false"]  # fmt: skip
 
@@ -167,3 +168,56 @@ def test_trainer_mfu_comes_from_published_runs():
     assert train_mfu("ampere", 8.03e9).value == pytest.approx(0.582)
     borrowed = train_mfu("cdna3", 8e9)
     assert borrowed.basis == "assumed" and "no published cdna3 run" in borrowed.where
+
+
+def test_gb200_nvlink_domain_spans_its_4_gpu_machines():
+    gb, b = catalog_hardware("gb200"), catalog_hardware("b200")
+    assert gb.nvlink_spans_machines and gb.machine_gpus == 4
+    assert gb.nvlink_gpus(4) == 72 and b.nvlink_gpus(8) == 8
+    assert b.nvlink_gpus(4) == 4  # an 8-GPU domain inside 4-GPU machines: the machine
+    # The config takes the tray's 4 GPUs unless told otherwise; told, it keeps the user's.
+    assert load_config(overrides=["cluster.hardware=gb200"]).cluster.gpus_per_machine == 4
+    told = load_config(overrides=["cluster.hardware=gb200", "cluster.gpus_per_machine=8"])
+    assert told.cluster.gpus_per_machine == 8 and hardware_spec(told.cluster).machine_gpus == 4
+    # A section built without validation at the default 8 is refused, naming the key.
+    bare = load_config().cluster.model_construct(hardware="gb200", gpus=64)
+    with pytest.raises(ConfigError, match=r"cluster\.gpus_per_machine: gb200 machines hold 4"):
+        hardware_spec(bare)
+    # The override: true/false only, and it reaches the spec.
+    off = load_config(overrides=["cluster.hardware=gb200",
+                                 "cluster.hardware_spec={nvlink_spans_machines: false}"])  # fmt: skip
+    assert hardware_spec(off.cluster).nvlink_gpus(4) == 4
+    with pytest.raises(ConfigError, match="nvlink_spans_machines: expected true or false"):
+        load_config(overrides=["cluster.hardware_spec={nvlink_spans_machines: 2}"])
+
+
+def test_collectives_inside_an_nvl72_rack_stay_on_nvlink():
+    gb = catalog_hardware("gb200")
+    spec = catalog_spec("qwen3-30b-a3b")
+    rack = derive_specs(gb, spec, tp=16, gpus_per_machine=4)
+    assert rack.nvlink_gpus == 72 and rack.machine_gpus == 4
+    # The same GPUs as separate 4-GPU machines: TP 16 rings over their NICs every layer.
+    apart = derive_specs(replace(gb, nvlink_spans_machines=False), spec, tp=16, gpus_per_machine=4)
+    assert apart.nvlink_gpus == 4
+    assert rack.decode_base_s < apart.decode_base_s
+    assert rack.decode_per_seq_s < apart.decode_per_seq_s
+    # A trainer's gradient sync over 64 GPUs: NVLink in the rack, the NICs across trays.
+    assert rack.train_sync_s(64) < apart.train_sync_s(64)
+    assert rack.train_sync_s(64) == pytest.approx(
+        2 * 63 / 64 * rack.train_sync_bytes / rack.nvlink_bytes_per_s
+    )
+    assert rack.train_sync_s(128) == pytest.approx(apart.train_sync_s(128))  # beyond a rack
+    # Past the rack (128 GPUs over 72-GPU racks: two of them), a TP group rings over racks.
+    dsv3 = catalog_spec("deepseek-v3")
+    wider = {**gb.facts, "nvlink_domain_gpus": replace(gb.facts["nvlink_domain_gpus"], value=256)}
+    big = derive_specs(gb, dsv3, tp=128, gpus_per_machine=4)
+    one_domain = derive_specs(replace(gb, facts=wider), dsv3, tp=128, gpus_per_machine=4)
+    assert big.decode_base_s > one_domain.decode_base_s
+    assert big.decode_per_seq_s > one_domain.decode_per_seq_s
+
+
+def test_a_gb200_run_simulates_and_says_its_machine():
+    res = simulate(load_config(overrides=[*SHORT, "cluster.hardware=gb200",
+                                          "model.rollout_tp=8"]))  # fmt: skip
+    s = res.summary.iloc[0]
+    assert s["hardware"] == "gb200" and s["step_time_s_mean"] > 0
