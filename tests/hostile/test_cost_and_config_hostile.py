@@ -331,7 +331,7 @@ def test_a_bad_inline_spec_is_refused_by_key(tmp_path, spec, message):
         ("{nvlink_domain_gpus: 2.5}", "nvlink_domain_gpus: 2.5 must be a whole number"),
         ("{tp_allreduce_s: 1e9}", "tp_allreduce_s: 1e+09 s is outside 0..0.001 s"),
         ("{gpu_memory_bytes: yes}", "gpu_memory_bytes: expected a finite number (got 'yes')"),
-        ("{gpu_memory_bytes: true}", "gpu_memory_bytes: expected a finite number (got 'true')"),
+        ("{gpu_memory_bytes: true}", "gpu_memory_bytes: expected a finite number (got True)"),
         ("{gpu_memory_bytes: .nan}", "cluster.hardware_spec.gpu_memory_bytes: Input should be a"),
         ("{warp_drive: 1}", "warp_drive: unknown fact; known: arch,"),
         ("{arch: [1]}", "cluster.hardware_spec.arch: Input should be"),

@@ -221,3 +221,14 @@ def test_a_gb200_run_simulates_and_says_its_machine():
                                           "model.rollout_tp=8"]))  # fmt: skip
     s = res.summary.iloc[0]
     assert s["hardware"] == "gb200" and s["step_time_s_mean"] > 0
+
+
+def test_a_cost_file_without_nvlink_gpus_keeps_nvlink_inside_a_machine():
+    from laminar.sim.cost import CostModel
+
+    full = derive("h800", "qwen2.5-7b", tp=1)
+    assert full.nvlink_gpus == full.machine_gpus == 8
+    older = {k: v for k, v in full.coefficients.items() if k != "nvlink_gpus"}
+    back = CostModel(older, "written before nvlink_gpus")
+    assert back.nvlink_gpus == back.machine_gpus
+    assert back.train_sync_s(8) == full.train_sync_s(8) < full.train_sync_s(16)
