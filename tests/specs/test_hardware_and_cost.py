@@ -232,3 +232,18 @@ def test_a_cost_file_without_nvlink_gpus_keeps_nvlink_inside_a_machine():
     back = CostModel(older, "written before nvlink_gpus")
     assert back.nvlink_gpus == back.machine_gpus
     assert back.train_sync_s(8) == full.train_sync_s(8) < full.train_sync_s(16)
+
+
+def test_small_active_moe_trains_at_the_published_production_mfu():
+    """Megatron-Bridge's published BF16 pretraining runs: a 5B-active MoE (GPT-OSS 120B) at 0.16
+    of an H100, far below the 14B- and 39B-active research points; Blackwell has MoE runs of
+    its own (B200, GB200), so it no longer borrows Hopper's."""
+    from laminar.specs.trainer import train_mfu
+
+    qwen3_30b = train_mfu("hopper", 3.35e9, moe=True)
+    assert qwen3_30b.value == pytest.approx(0.160) and qwen3_30b.basis == "calibrated"
+    assert train_mfu("hopper", 37.5e9, moe=True).value > 0.45  # the research points stand
+    blackwell = [train_mfu("blackwell", n, moe=True) for n in (5.1e9, 22e9, 37e9)]
+    assert all(f.basis == "calibrated" and "blackwell" in f.where for f in blackwell)
+    assert [round(f.value, 3) for f in blackwell] == [round((0.164 + 0.181) / 2, 3), 0.291, 0.313]
+    assert train_mfu("blackwell", 8e9).basis == "assumed"  # no BF16 dense Blackwell run yet
