@@ -50,3 +50,9 @@ class TrainerConfig(Section):
     """Run the reference policy's forward every step (a KL term to the reference model:
     verl's use_kl_loss, NeMo RL's reference_policy_kl_penalty > 0) (true/false); DAPO-style
     recipes drop it."""
+
+    precision: Literal["bf16", "fp8"] = "bf16"
+    """The simulated trainer's matmul precision: ``bf16``, or ``fp8`` (FP8 GEMMs as Transformer
+    Engine recipes run them, master weights and gradients unchanged), which takes its rate
+    from published FP8 training runs (``laminar/data/train_mfu.json``) and needs a GPU with
+    FP8 tensor cores. The runtime's own trainer trains in ``model.dtype``."""

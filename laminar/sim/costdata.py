@@ -45,7 +45,20 @@ def cost_model_for(cfg: LaminarConfig) -> CostModel:
         memory_utilization=cfg.sim.gpu_memory_utilization,
         gpus_per_machine=min(cfg.cluster.gpus_per_machine, cfg.cluster.gpus),
         context=trajectory_context(cfg),
+        train_precision=_train_precision(cfg),
     )
+
+
+def _train_precision(cfg: LaminarConfig) -> str:
+    """``trainer.precision``, refused on a GPU without FP8 tensor cores."""
+    precision = cfg.trainer.precision
+    if precision == "fp8" and not hardware_spec(cfg.cluster)["fp8_flops"]:
+        raise ConfigError(
+            "config",
+            "trainer.precision",
+            f"fp8 needs FP8 tensor cores, which {cfg.cluster.hardware} does not have; use bf16",
+        )
+    return precision
 
 
 def efficiency_basis(cfg: LaminarConfig) -> dict[str, str]:
@@ -56,7 +69,8 @@ def efficiency_basis(cfg: LaminarConfig) -> dict[str, str]:
         return {"calibrated": f"cost_file {cfg.sim.cost_file}", "assumed": ""}
     hw = hardware_spec(cfg.cluster)
     by = hw.basis()
-    mfu = train_mfu(hw.arch, 1e9)
+    spec = model_spec(cfg.model)
+    mfu = train_mfu(hw.arch, spec.active_params, moe=spec.is_moe, precision=cfg.trainer.precision)
     calibrated = [*by.get("calibrated", []), *(["train_mfu"] if mfu.basis == "calibrated" else [])]
     assumed = [*by.get("assumed", []), *by.get("config", [])]
     assumed += ["train_mfu"] if mfu.basis != "calibrated" else []
@@ -106,10 +120,12 @@ def derive_specs(
     memory_utilization: float = 0.9,
     gpus_per_machine: int = 8,
     context: int | None = None,
+    train_precision: str = "bf16",
 ) -> CostModel:
     """Coefficients for one ``tp`` x ``ep`` replica of ``m`` on ``hw`` (see module doc);
     ``context``: the trajectory length (tokens) at which a sliding-window or state-space
-    model's KV bytes a token and attention FLOPs are taken (None: uncapped)."""
+    model's KV bytes a token and attention FLOPs are taken (None: uncapped);
+    ``train_precision``: the trainer's matmuls (``trainer.precision``)."""
     if ep > 1 and not m.is_moe:
         raise ConfigError("config", "model.rollout_ep", f"{m.name} has no experts; use 1")
     c: dict[str, Coefficient] = {}
@@ -133,7 +149,7 @@ def derive_specs(
     _derive_memory(put, hw, m, replica, memory_utilization, context)
     _derive_decode(put, hw, m, (dense, routed, dtype, context), tp, ep, fp8, gpus_per_machine)
     _derive_prefill(put, hw, m, (dense + routed, context), tp, ep, fp8, gpus_per_machine)
-    derive_train(put, hw, m, dtype)
+    derive_train(put, hw, m, dtype, train_precision)
     derive_links(put, hw, gpus_per_machine)
     return CostModel(c, f"{hw.name} / {m.name} / tp={tp}" + (f" ep={ep}" if ep > 1 else ""))
 

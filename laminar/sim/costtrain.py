@@ -19,8 +19,11 @@ from laminar.specs.trainer import train_mfu
 FWD_BWD_FORWARDS = 3  # backward = 2 forwards (Kaplan et al. 2020)
 
 
-def derive_train(put, hw: HardwareSpec, m: ModelSpec, dtype: str) -> None:
-    """``train_*``, ``logprob_*`` and ``train_sync_bytes``."""
+def derive_train(
+    put, hw: HardwareSpec, m: ModelSpec, dtype: str, precision: str = "bf16"
+) -> None:
+    """``train_*``, ``logprob_*`` and ``train_sync_bytes``; ``precision``: the trainer's matmuls
+    (``trainer.precision``: ``bf16`` or ``fp8``, whose rate comes from FP8 runs)."""
     fwd, attn = m.linear_flop_per_token, m.attn_flop_per_token_sq
     put(
         "train_flop_per_token",
@@ -43,12 +46,15 @@ def derive_train(put, hw: HardwareSpec, m: ModelSpec, dtype: str) -> None:
         "loss recomputes too); charged by systems that recompute",
     )
     put("logprob_flop_per_token_sq", attn, "FLOP/token^2", "its causal attention, one forward")
-    mfu = train_mfu(hw.arch, m.active_params, moe=m.is_moe)
+    mfu = train_mfu(hw.arch, m.active_params, moe=m.is_moe, precision=precision)
+    kind = "FP8 training, its model FLOP rate over the BF16 peak" if precision == "fp8" else ""
     put(
         "train_flop_per_s_per_gpu",
         hw["bf16_flops"] * mfu.value,
         "FLOP/s",
-        f"dense BF16 peak {hw['bf16_flops']:.4g} FLOP/s x MFU {mfu.value:.3f} [{mfu.cite()}]",
+        f"dense BF16 peak {hw['bf16_flops']:.4g} FLOP/s x MFU {mfu.value:.3f}"
+        + (f" ({kind})" if kind else "")
+        + f" [{mfu.cite()}]",
     )
     put(
         "train_sync_bytes",

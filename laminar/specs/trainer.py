@@ -7,7 +7,8 @@ same size), clamped at the ends; only runs with sequences up to ``MAX_SEQ_LEN`` 
 as RL trajectories are a few to tens of thousands of tokens. An architecture with no
 published run borrows the Hopper runs, and says so (basis ``assumed``). MoE models take the
 MoE runs (``"moe": true``: grouped-GEMM experts, token dispatch), dense models the dense ones:
-an MoE trainer does not reach a dense model's MFU on its active parameters.
+an MoE trainer does not reach a dense model's MFU on its active parameters. FP8 trainers
+(``trainer.precision``) take the FP8 runs (``"precision": "fp8"``), BF16 ones the rest.
 """
 
 from __future__ import annotations
@@ -28,11 +29,19 @@ def _runs() -> list[dict]:
     return json.loads(text)["runs"]
 
 
-def train_mfu(arch: str, active_params: float, *, moe: bool = False) -> Fact:
+def train_mfu(
+    arch: str, active_params: float, *, moe: bool = False, precision: str = "bf16"
+) -> Fact:
     """The MFU a trainer of ``active_params`` reaches on ``arch``, with its sources; ``moe``:
-    of an MoE model (the MoE runs)."""
+    of an MoE model (the MoE runs); ``precision``: ``bf16`` or ``fp8`` runs (an FP8 run's
+    figure is its model FLOP rate over the dense *BF16* peak, so the rate is that peak times
+    the MFU either way)."""
     runs = [
-        r for r in _runs() if r["seq_len"] <= MAX_SEQ_LEN and bool(r.get("moe", False)) == moe
+        r
+        for r in _runs()
+        if r["seq_len"] <= MAX_SEQ_LEN
+        and bool(r.get("moe", False)) == moe
+        and r.get("precision", "bf16") == precision
     ]
     mine = [r for r in runs if r["arch"] == arch]
     basis = "calibrated"
@@ -44,13 +53,18 @@ def train_mfu(arch: str, active_params: float, *, moe: bool = False) -> Fact:
     points = sorted((n, sum(v) / len(v)) for n, v in by_size.items())
     mfu = _interp_log(points, active_params)
     how = ", ".join(f"{n / 1e9:.3g}B: {m:.3f}" for n, m in points)
-    kind = "MoE " if moe else ""
+    kind = ("MoE " if moe else "") + ("FP8 " if precision == "fp8" else "")
     where = (
         f"published {mine[0]['arch']} {kind}training runs ({how}), interpolated in log params; "
         "sources in laminar/data/train_mfu.json"
     )
     if basis == "assumed":
         where = f"no published {arch or 'unknown-arch'} run; {where}"
+    if precision == "fp8":
+        bf16 = train_mfu(arch, active_params, moe=moe)
+        if bf16.value > mfu:  # FP8 GEMMs are not slower: runs of another stack, not FP8's cost
+            mfu, basis = bf16.value, bf16.basis
+            where = f"{where}; below the BF16 runs' {bf16.value:.3f}, which stand ({bf16.where})"
     return Fact(mfu, "1", f"MFU at {active_params / 1e9:.3g}B active params", basis, where)
 
 

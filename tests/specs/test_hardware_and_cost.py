@@ -247,3 +247,24 @@ def test_small_active_moe_trains_at_the_published_production_mfu():
     assert all(f.basis == "calibrated" and "blackwell" in f.where for f in blackwell)
     assert [round(f.value, 3) for f in blackwell] == [round((0.164 + 0.181) / 2, 3), 0.291, 0.313]
     assert train_mfu("blackwell", 8e9).basis == "assumed"  # no BF16 dense Blackwell run yet
+
+
+def test_fp8_training_takes_published_fp8_runs_and_needs_fp8_tensor_cores():
+    from laminar.specs.trainer import train_mfu
+
+    dense = train_mfu("hopper", 8.03e9, precision="fp8")
+    assert dense.value == pytest.approx(0.752, abs=1e-3) and "FP8" in dense.where
+    # Never slower than BF16: where the FP8 runs fall below the BF16 ones, those stand.
+    for n in (3.3e9, 22e9, 37e9):
+        assert train_mfu("hopper", n, moe=True, precision="fp8").value >= train_mfu(
+            "hopper", n, moe=True
+        ).value
+    assert "which stand" in train_mfu("hopper", 37e9, moe=True, precision="fp8").where
+    base = [*SHORT, "cluster.hardware=h100-sxm"]
+    bf16 = cost_model_for(load_config(overrides=base))
+    fp8 = cost_model_for(load_config(overrides=[*base, "trainer.precision=fp8"]))
+    assert fp8.train_flop_per_s_per_gpu > 1.5 * bf16.train_flop_per_s_per_gpu
+    assert fp8.train_flop_per_token == bf16.train_flop_per_token  # the same model FLOPs
+    with pytest.raises(ConfigError, match="trainer.precision: fp8 needs FP8 tensor cores"):
+        cost_model_for(load_config(overrides=[*SHORT, "cluster.hardware=a100-80g",
+                                              "trainer.precision=fp8"]))  # fmt: skip
