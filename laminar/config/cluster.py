@@ -27,8 +27,8 @@ class ClusterConfig(Section):
 
     hardware: str = Field("h800", min_length=1, max_length=64)
     """GPU type from the hardware catalog (``a100-80g``, ``h100-sxm``, ``h800``, ``h20``,
-    ``h200``, ``b200``, ``gb200`` (NVL72 racks), ``mi300x``; ``laminar/data/hardware.json``);
-    1..64 characters."""
+    ``h200``, ``b200``, ``b300``, ``gb200`` and ``gb300`` (NVL72 racks), ``mi300x``;
+    ``laminar/data/hardware.json``); 1..64 characters."""
 
     hardware_spec: dict[str, bool | float | str] = Field(default_factory=dict, max_length=64)
     """Facts put over the ``hardware`` entry for this run, name -> value in the fact's unit

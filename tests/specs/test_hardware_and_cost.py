@@ -16,7 +16,7 @@ from laminar.sim.costdata import cost_model_for, derive, derive_specs
 from laminar.specs.hardware import FACT_UNITS, catalog_hardware, hardware_names, hardware_spec
 from laminar.specs.model import catalog_spec
 
-GPUS = ["a100-80g", "b200", "gb200", "h100-sxm", "h20", "h200", "h800", "mi300x"]
+GPUS = ["a100-80g", "b200", "b300", "gb200", "gb300", "h100-sxm", "h20", "h200", "h800", "mi300x"]
 SHORT = ["cluster.gpus=16", "workload.steps=2", "sim.warmup_steps=1",
          "workload.prompts_per_step=16", "sim.replica_series=false"]  # fmt: skip
 
@@ -184,8 +184,8 @@ def test_gb200_nvlink_domain_spans_its_4_gpu_machines():
     with pytest.raises(ConfigError, match=r"cluster\.gpus_per_machine: gb200 machines hold 4"):
         hardware_spec(bare)
     # The override: true/false only, and it reaches the spec.
-    off = load_config(overrides=["cluster.hardware=gb200",
-                                 "cluster.hardware_spec={nvlink_spans_machines: false}"])  # fmt: skip
+    spans = "cluster.hardware_spec={nvlink_spans_machines: false}"
+    off = load_config(overrides=["cluster.hardware=gb200", spans])
     assert hardware_spec(off.cluster).nvlink_gpus(4) == 4
     with pytest.raises(ConfigError, match="nvlink_spans_machines: expected true or false"):
         load_config(overrides=["cluster.hardware_spec={nvlink_spans_machines: 2}"])
@@ -265,6 +265,6 @@ def test_fp8_training_takes_published_fp8_runs_and_needs_fp8_tensor_cores():
     fp8 = cost_model_for(load_config(overrides=[*base, "trainer.precision=fp8"]))
     assert fp8.train_flop_per_s_per_gpu > 1.5 * bf16.train_flop_per_s_per_gpu
     assert fp8.train_flop_per_token == bf16.train_flop_per_token  # the same model FLOPs
-    with pytest.raises(ConfigError, match="trainer.precision: fp8 needs FP8 tensor cores"):
+    with pytest.raises(ConfigError, match=r"trainer\.precision: fp8 needs FP8 tensor cores"):
         cost_model_for(load_config(overrides=[*SHORT, "cluster.hardware=a100-80g",
                                               "trainer.precision=fp8"]))  # fmt: skip
