@@ -70,7 +70,8 @@ def efficiency_basis(cfg: LaminarConfig) -> dict[str, str]:
     hw = hardware_spec(cfg.cluster)
     by = hw.basis()
     spec = model_spec(cfg.model)
-    mfu = train_mfu(hw.arch, spec.active_params, moe=spec.is_moe, precision=cfg.trainer.precision)
+    mfu = train_mfu(hw.arch, spec.active_params, moe=spec.is_moe,
+                    precision=cfg.trainer.precision, hardware=hw.catalog_name)  # fmt: skip
     calibrated = [*by.get("calibrated", []), *(["train_mfu"] if mfu.basis == "calibrated" else [])]
     assumed = [*by.get("assumed", []), *by.get("config", [])]
     assumed += ["train_mfu"] if mfu.basis != "calibrated" else []

@@ -46,7 +46,9 @@ def derive_train(
         "loss recomputes too); charged by systems that recompute",
     )
     put("logprob_flop_per_token_sq", attn, "FLOP/token^2", "its causal attention, one forward")
-    mfu = train_mfu(hw.arch, m.active_params, moe=m.is_moe, precision=precision)
+    mfu = train_mfu(
+        hw.arch, m.active_params, moe=m.is_moe, precision=precision, hardware=hw.catalog_name
+    )
     kind = "FP8 training, its model FLOP rate over the BF16 peak" if precision == "fp8" else ""
     put(
         "train_flop_per_s_per_gpu",

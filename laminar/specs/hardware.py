@@ -59,6 +59,11 @@ class HardwareSpec:
     def __getitem__(self, key: str) -> float:
         return self.facts[key].value
 
+    @property
+    def catalog_name(self) -> str:
+        """The catalog entry this spec starts from (``h20`` for ``h20+spec``)."""
+        return self.name.removesuffix("+spec")
+
     def nvlink_gpus(self, gpus_per_machine: int) -> int:
         """GPUs one NVLink domain holds, laid out in machines of ``gpus_per_machine``: a group
         of at most this many talks over NVLink, a larger one over the NICs. Inside one machine

@@ -8,7 +8,9 @@ as RL trajectories are a few to tens of thousands of tokens. An architecture wit
 published run borrows the Hopper runs, and says so (basis ``assumed``). MoE models take the
 MoE runs (``"moe": true``: grouped-GEMM experts, token dispatch), dense models the dense ones:
 an MoE trainer does not reach a dense model's MFU on its active parameters. FP8 trainers
-(``trainer.precision``) take the FP8 runs (``"precision": "fp8"``), BF16 ones the rest.
+(``trainer.precision``) take the FP8 runs (``"precision": "fp8"``), BF16 ones the rest. Runs
+published on one catalog GPU (``"hardware": "h20"``) serve that GPU only, ahead of its
+architecture's runs.
 """
 
 from __future__ import annotations
@@ -30,12 +32,19 @@ def _runs() -> list[dict]:
 
 
 def train_mfu(
-    arch: str, active_params: float, *, moe: bool = False, precision: str = "bf16"
+    arch: str,
+    active_params: float,
+    *,
+    moe: bool = False,
+    precision: str = "bf16",
+    hardware: str = "",
 ) -> Fact:
     """The MFU a trainer of ``active_params`` reaches on ``arch``, with its sources; ``moe``:
     of an MoE model (the MoE runs); ``precision``: ``bf16`` or ``fp8`` runs (an FP8 run's
     figure is its model FLOP rate over the dense *BF16* peak, so the rate is that peak times
-    the MFU either way)."""
+    the MFU either way); ``hardware``: the catalog GPU, whose own runs (``"hardware"``), where
+    published, win over its architecture's: an H20 has a seventh of an H100's FLOPs at more
+    bandwidth, so the same trainer reaches a larger fraction of its peak."""
     runs = [
         r
         for r in _runs()
@@ -43,7 +52,10 @@ def train_mfu(
         and bool(r.get("moe", False)) == moe
         and r.get("precision", "bf16") == precision
     ]
-    mine = [r for r in runs if r["arch"] == arch]
+    mine = [r for r in runs if hardware and r.get("hardware") == hardware]
+    runs = [r for r in runs if not r.get("hardware")]  # the rest: architecture-wide runs
+    if not mine:
+        mine = [r for r in runs if r["arch"] == arch]
     basis = "calibrated"
     if not mine:
         mine, basis = [r for r in runs if r["arch"] == FALLBACK_ARCH], "assumed"
@@ -54,14 +66,15 @@ def train_mfu(
     mfu = _interp_log(points, active_params)
     how = ", ".join(f"{n / 1e9:.3g}B: {m:.3f}" for n, m in points)
     kind = ("MoE " if moe else "") + ("FP8 " if precision == "fp8" else "")
+    on = mine[0].get("hardware") or mine[0]["arch"]
     where = (
-        f"published {mine[0]['arch']} {kind}training runs ({how}), interpolated in log params; "
+        f"published {on} {kind}training runs ({how}), interpolated in log params; "
         "sources in laminar/data/train_mfu.json"
     )
     if basis == "assumed":
         where = f"no published {arch or 'unknown-arch'} run; {where}"
     if precision == "fp8":
-        bf16 = train_mfu(arch, active_params, moe=moe)
+        bf16 = train_mfu(arch, active_params, moe=moe, hardware=hardware)
         if bf16.value > mfu:  # FP8 GEMMs are not slower: runs of another stack, not FP8's cost
             mfu, basis = bf16.value, bf16.basis
             where = f"{where}; below the BF16 runs' {bf16.value:.3f}, which stand ({bf16.where})"

@@ -268,3 +268,24 @@ def test_fp8_training_takes_published_fp8_runs_and_needs_fp8_tensor_cores():
     with pytest.raises(ConfigError, match=r"trainer\.precision: fp8 needs FP8 tensor cores"):
         cost_model_for(load_config(overrides=[*SHORT, "cluster.hardware=a100-80g",
                                               "trainer.precision=fp8"]))  # fmt: skip
+
+
+def test_a_gpus_own_published_runs_win_over_its_architectures():
+    """verl publishes its trainer's MFU on H20 (docs/perf/dpsk.md); an H100 keeps the Hopper
+    runs, an H20 takes its own, in the cost model and in summary.csv's basis alike."""
+    from laminar.specs.trainer import train_mfu
+
+    h20 = train_mfu("hopper", 3.3e9, moe=True, hardware="h20")
+    h100 = train_mfu("hopper", 3.3e9, moe=True, hardware="h100-sxm")
+    assert h20.value == pytest.approx((0.40 + 0.37 + 0.31) / 3, abs=1e-3)
+    assert "h20" in h20.where and h100.value == pytest.approx(0.160)
+    assert train_mfu("hopper", 37e9, moe=True, hardware="h20").value == pytest.approx(0.19)
+    # No dense H20 run: the dense H20 trainer keeps the Hopper runs.
+    assert train_mfu("hopper", 8e9, hardware="h20").value == train_mfu("hopper", 8e9).value
+    on = [*SHORT, "model.name=qwen3-30b-a3b", "trainer.ep=8"]
+    rate = {hw: cost_model_for(load_config(overrides=[*on, f"cluster.hardware={hw}"]))
+            .train_flop_per_s_per_gpu for hw in ("h20", "h100-sxm")}  # fmt: skip
+    n = catalog_spec("qwen3-30b-a3b").active_params
+    own = train_mfu("hopper", n, moe=True, hardware="h20").value
+    assert rate["h20"] == pytest.approx(148e12 * own)
+    assert rate["h100-sxm"] == pytest.approx(989.4e12 * 0.160)
