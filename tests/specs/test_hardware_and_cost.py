@@ -254,12 +254,12 @@ def test_fp8_training_takes_published_fp8_runs_and_needs_fp8_tensor_cores():
 
     dense = train_mfu("hopper", 8.03e9, precision="fp8")
     assert dense.value == pytest.approx(0.752, abs=1e-3) and "FP8" in dense.where
-    # Never slower than BF16: where the FP8 runs fall below the BF16 ones, those stand.
-    for n in (3.3e9, 22e9, 37e9):
-        assert train_mfu("hopper", n, moe=True, precision="fp8").value >= train_mfu(
-            "hopper", n, moe=True
-        ).value
-    assert "which stand" in train_mfu("hopper", 37e9, moe=True, precision="fp8").where
+    # Each precision its own runs: DeepSeek-V3's FP8 figure, not Mixtral's BF16 research point.
+    assert train_mfu("hopper", 37e9, moe=True, precision="fp8").value == pytest.approx(0.342)
+    # An H20's FP8 figure comes from H100s; it is not taken below the H20's own BF16 runs.
+    h20 = train_mfu("hopper", 3.3e9, moe=True, precision="fp8", hardware="h20")
+    assert h20.value == pytest.approx(train_mfu("hopper", 3.3e9, moe=True, hardware="h20").value)
+    assert "which stand" in h20.where
     base = [*SHORT, "cluster.hardware=h100-sxm"]
     bf16 = cost_model_for(load_config(overrides=base))
     fp8 = cost_model_for(load_config(overrides=[*base, "trainer.precision=fp8"]))
