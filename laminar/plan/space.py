@@ -44,6 +44,7 @@ GRID_KEYS = {
 """Config keys every point sets, and the ``laminar plan`` flag of each axis."""
 
 GPM_KEY = "cluster.gpus_per_machine"  # an extra dimension that changes the splits
+HW_KEY = "cluster.hardware"  # changes them too where a GPU names its machine (GB200: 4)
 
 
 @dataclass(frozen=True)
@@ -130,12 +131,41 @@ def _machine_size(value: Any, gpus: int) -> int:
     return max(1, min(gpm, gpus))
 
 
+def point_machine(base: LaminarConfig, extra: dict[str, Any]) -> Any:
+    """GPUs a machine of a point: the varied ``cluster.gpus_per_machine``, else the base
+    config's, except where the point varies ``cluster.hardware`` and the base config's machine
+    is its own hardware's default: then the point's hardware's default (a GB200 NVL72 compute
+    tray holds 4 GPUs, an HGX machine 8; ``ClusterConfig``'s own rule)."""
+    if GPM_KEY in extra:
+        return extra[GPM_KEY]
+    gpm = base.cluster.gpus_per_machine
+    if HW_KEY not in extra or gpm != _default_machine(base.cluster.hardware):
+        return gpm
+    return _default_machine(extra[HW_KEY])
+
+
+def _default_machine(hardware: Any) -> int:
+    from laminar.config.cluster import ClusterConfig
+    from laminar.specs.hardware import catalog_machine_gpus
+
+    own = catalog_machine_gpus(hardware) if isinstance(hardware, str) else 0
+    return own or int(ClusterConfig.model_fields["gpus_per_machine"].default)
+
+
+def _machine_key(space: SearchSpace) -> str | None:
+    """The extra dimension whose values set the machine size, if any."""
+    return GPM_KEY if GPM_KEY in space.extra else HW_KEY if HW_KEY in space.extra else None
+
+
 def count_points(base: LaminarConfig, space: SearchSpace) -> int:
     """How many points :func:`enumerate_points` makes, computed without making them."""
     check_extra(space)
     systems = _systems(space)
-    others = math.prod(len(v) for k, v in space.extra.items() if k != GPM_KEY)
-    gpms = space.extra.get(GPM_KEY, (base.cluster.gpus_per_machine,))
+    key = _machine_key(space)
+    others = math.prod(len(v) for k, v in space.extra.items() if k != key)
+    gpms = tuple(point_machine(base, {key: v}) for v in space.extra[key]) if key else (
+        base.cluster.gpus_per_machine,
+    )
     base_n = (
         len(space.rollout_tps) * len(space.max_batches) * others * len(trainer_layouts(base, space))
     )
@@ -171,7 +201,10 @@ def iter_points(base: LaminarConfig, space: SearchSpace) -> Iterator[Point]:
             repacks = list(space.repack) if cls.uses_repack else [None]
             for combo in itertools.product(*(space.extra[k] for k in extra_keys)):
                 extra = tuple(zip(extra_keys, combo, strict=True))
-                gpm = _machine_size(dict(extra).get(GPM_KEY, base.cluster.gpus_per_machine), gpus)
+                machine = point_machine(base, dict(extra))
+                if GPM_KEY not in space.extra and machine != base.cluster.gpus_per_machine:
+                    extra = (*extra, (GPM_KEY, machine))  # the point's hardware's own machine
+                gpm = _machine_size(machine, gpus)
                 splits = [None] if cls.colocated else _splits(gpus, gpm, space.trainer_fractions)
                 for trainer, tp, batch, repack, layout in itertools.product(
                     splits, space.rollout_tps, space.max_batches, repacks, layouts

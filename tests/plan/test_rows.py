@@ -165,6 +165,8 @@ def test_a_key_varied_twice_is_refused(tmp_path, capsys):
 
 SYSTEMS = ("laminar", "verl", "one-step")
 MACHINE_SIZES = st.lists(st.sampled_from([2, 4, 8]), min_size=1, max_size=2, unique=True)
+HARDWARE = st.lists(st.sampled_from(["h100-sxm", "gb200", "b200"]), min_size=1, max_size=3,
+                    unique=True)  # fmt: skip
 
 
 @settings(max_examples=25, deadline=None)
@@ -175,13 +177,16 @@ MACHINE_SIZES = st.lists(st.sampled_from([2, 4, 8]), min_size=1, max_size=2, uni
     tps=st.lists(st.sampled_from([1, 2, 4]), min_size=1, max_size=2, unique=True),
     repack=st.sampled_from([(True,), (False,), (True, False)]),
     gpms=st.one_of(st.none(), MACHINE_SIZES),
+    hardware=st.one_of(st.none(), HARDWARE),
     seeds=st.integers(1, 3),
 )
 def test_points_are_counted_without_building_them(gpus, systems, fractions, tps, repack, gpms,
-                                                  seeds):  # fmt: skip
+                                                  hardware, seeds):  # fmt: skip
     extra = {"seed": tuple(range(seeds))}
     if gpms is not None:
         extra["cluster.gpus_per_machine"] = tuple(gpms)
+    if hardware is not None:  # a GB200 names its own 4-GPU machine: the splits change with it
+        extra["cluster.hardware"] = tuple(hardware)
     space = SearchSpace(gpus=tuple(gpus), systems=tuple(systems),
                         trainer_fractions=tuple(fractions), rollout_tps=tuple(tps),
                         max_batches=(8,), repack=repack, extra=extra)  # fmt: skip
@@ -189,6 +194,30 @@ def test_points_are_counted_without_building_them(gpus, systems, fractions, tps,
     points = enumerate_points(base, space)
     assert count_points(base, space) == len(points)
     assert [p.pid for p in points] == list(range(len(points)))
+
+
+def test_a_varied_gpu_brings_its_own_machine_size():
+    """--vary cluster.hardware=h100-sxm,gb200 over an 8-GPU-machine base: the GB200 points run
+    on its 4-GPU trays (and split in them), the H100 ones on 8; a machine size the user set
+    stands for every GPU."""
+    from laminar.plan.space import point_config
+
+    hw = {"cluster.hardware": ("h100-sxm", "gb200")}
+    space = SearchSpace(gpus=(16,), systems=("laminar",), rollout_tps=(1,), max_batches=(8,),
+                        repack=(True,), extra=hw)  # fmt: skip
+    base = _base("cluster.gpus=16")
+    points = enumerate_points(base, space)
+    assert count_points(base, space) == len(points)
+    data = base.model_dump()
+    machines = {p.pid: point_config(data, p).cluster for p in points}
+    by_hw = {(c.hardware, c.gpus_per_machine) for c in machines.values()}
+    assert by_hw == {("h100-sxm", 8), ("gb200", 4)}
+    split = {hw: sorted(p.trainer_gpus for p in points if dict(p.extra)["cluster.hardware"] == hw)
+             for hw in ("h100-sxm", "gb200")}  # fmt: skip
+    assert split == {"h100-sxm": [8], "gb200": [4, 8, 12]}  # trays of 4, machines of 8
+    told = _base("cluster.gpus=16", "cluster.gpus_per_machine=2")
+    for p in enumerate_points(told, space):
+        assert point_config(told.model_dump(), p).cluster.gpus_per_machine == 2
 
 
 def test_a_huge_grid_is_counted_in_no_time():
