@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from laminar.config.base import Section
-from laminar.specs.hardware import catalog_machine_gpus, check_overrides
+from laminar.specs.hardware import DEFAULT_MACHINE_GPUS, catalog_machine_gpus, check_overrides
 
 
 class ClusterConfig(Section):
@@ -16,7 +16,7 @@ class ClusterConfig(Section):
     gpus: int = Field(1024, ge=1, le=65536)
     """Total GPUs in the cluster (count, 1..65536)."""
 
-    gpus_per_machine: int = Field(8, ge=1, le=64)
+    gpus_per_machine: int = Field(DEFAULT_MACHINE_GPUS, ge=1, le=64)
     """GPUs per machine (count, 1..64); one relay worker runs per rollout machine. Left out,
     the hardware's machine where the catalog names one (``gb200``: a 4-GPU compute tray),
     else 8."""
@@ -48,8 +48,7 @@ class ClusterConfig(Section):
     @classmethod
     def _machine_of_hardware(cls, data: Any) -> Any:
         if isinstance(data, dict) and "gpus_per_machine" not in data:
-            hardware = data.get("hardware")
-            gpm = catalog_machine_gpus(hardware) if isinstance(hardware, str) else 0
+            gpm = catalog_machine_gpus(data.get("hardware"))
             if gpm:
                 return {**data, "gpus_per_machine": gpm}
         return data

@@ -25,6 +25,7 @@ from typing import Any
 
 from laminar.config import LaminarConfig
 from laminar.errors import ConfigError
+from laminar.specs.hardware import DEFAULT_MACHINE_GPUS, catalog_machine_gpus
 
 DEFAULT_FRACTIONS = (0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875)
 DEFAULT_TPS = (1, 2, 4, 8)
@@ -145,11 +146,7 @@ def point_machine(base: LaminarConfig, extra: dict[str, Any]) -> Any:
 
 
 def _default_machine(hardware: Any) -> int:
-    from laminar.config.cluster import ClusterConfig
-    from laminar.specs.hardware import catalog_machine_gpus
-
-    own = catalog_machine_gpus(hardware) if isinstance(hardware, str) else 0
-    return own or int(ClusterConfig.model_fields["gpus_per_machine"].default)
+    return catalog_machine_gpus(hardware) or DEFAULT_MACHINE_GPUS
 
 
 def _machine_key(space: SearchSpace) -> str | None:

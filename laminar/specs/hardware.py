@@ -98,11 +98,18 @@ def hardware_names() -> list[str]:
     return sorted(_table()["gpus"])
 
 
-def catalog_machine_gpus(name: str) -> int:
-    """GPUs in one machine of catalog GPU ``name`` where its entry says (a GB200 NVL72 compute
-    tray: 4); 0 where it does not, or for a name not in the catalog."""
-    entry = _table()["gpus"].get(name, {})
+DEFAULT_MACHINE_GPUS = 8
+"""GPUs in a machine where neither the config nor the GPU's catalog entry says (an HGX board)."""
+
+
+def _machine_gpus(entry: dict[str, Any]) -> int:
     return int(entry.get("machine", {}).get("gpus", 0))
+
+
+def catalog_machine_gpus(name: Any) -> int:
+    """GPUs in one machine of catalog GPU ``name`` where its entry says (a GB200 NVL72 compute
+    tray: 4); 0 where it does not, or for anything not a catalog name."""
+    return _machine_gpus(_table()["gpus"].get(name, {})) if isinstance(name, str) else 0
 
 
 def catalog_hardware(name: str) -> HardwareSpec:
@@ -128,7 +135,7 @@ def catalog_hardware(name: str) -> HardwareSpec:
         entry.get("arch", ""),
         facts,
         bool(entry.get("nvlink_spans_machines", False)),
-        int(entry.get("machine", {}).get("gpus", 0)),
+        _machine_gpus(entry),
     )
 
 
