@@ -205,12 +205,14 @@ def _derive_decode(put, hw, m: ModelSpec, weights, tp, ep, fp8, gpm) -> None:
         + (" + a sequence's share of the all-reduces over NICs" if x_per_seq else ""),
     )
     kv_bytes = m.kv_read_bytes_per_token(BYTES_PER_DTYPE[dtype], context)  # KV stays in dtype
+    kv_gpu = m.kv_read_bytes_per_token_per_gpu(BYTES_PER_DTYPE[dtype], context, tp)
     put(
         "decode_per_kv_token_s",
-        kv_bytes / m.kv_shards(tp) / ep / (hbm * kv_eff.value),
+        kv_gpu / ep / (hbm * kv_eff.value),
         "s/token",
-        f"KV {kv_bytes:.0f} B/token / {m.kv_shards(tp)} TP shard(s) / ep {ep} / (hbm x "
-        f"{kv_eff.value} [{kv_eff.cite()}])",
+        f"KV {kv_bytes:.0f} B/token / {m.kv_shards(tp)} TP shard(s)"
+        + (f" (the state layers' share / tp {tp})" if m.state_layers else "")
+        + f" / ep {ep} / (hbm x {kv_eff.value} [{kv_eff.cite()}])",
     )
     put("moe_experts", m.experts, "experts", "config.json routed experts (0: dense)")
     put("moe_experts_per_token", m.experts_per_token, "experts", "config.json experts per token")

@@ -22,10 +22,16 @@ nobody reads are listed in a :class:`~laminar.errors.LaminarWarning`):
 - **Attention kinds per layer**: full, sliding window (``sliding_window`` with ``layer_types``,
   ``sliding_window_pattern``, Gemma-2/3's, Cohere-2's and gpt-oss's alternation, Qwen2's
   ``use_sliding_window``/``max_window_layers``, or every layer as Mistral), Llama 4's chunked
-  attention (its cache capped at ``attention_chunk_size``), MLA, and Jamba's
-  Mamba layers (their convolution and SSM state per sequence, not a KV cache). Other
-  linear-attention / state-space layers (Gated DeltaNet, Mamba-2 hybrids) are refused naming
-  the feature.
+  attention (its cache capped at ``attention_chunk_size``), MLA, and the linear-attention /
+  state-space layers of hybrids, each with its parameters and its state a sequence (the
+  convolution's last kernel-1 inputs and the SSM or delta-rule state, as vLLM allocates it,
+  not a KV cache): Jamba's Mamba layers; Mamba-2 in Bamba and Granite 4 (``layer_types``,
+  ``attn_layer_indices``) and Nemotron-H, whose every layer is one Mamba-2, attention, MLP or
+  MoE block (``hybrid_override_pattern``; an SSM state in float32 where
+  ``mamba_ssm_cache_dtype`` says); Gated DeltaNet with gated attention in Qwen3-Next and
+  Qwen3.5 (``layer_types``, ``full_attention_interval``). Other linear-attention / recurrent
+  layers (:data:`STATE_SPACE_TYPES`: Kimi Delta Attention, MiniMax lightning attention, pure
+  Mamba models, Falcon-H1's parallel hybrid, ...) are refused naming the feature.
 - **DeepSeek sparse attention** (DeepSeek-V3.2, GLM-5: ``index_topk``): MLA plus a lightning
   indexer a layer, its FP8 key cached beside each token's latent; a decode step reads the top
   k latents and every indexer key (``ModelSpec.kv_read_bytes_per_token``).
@@ -95,6 +101,25 @@ MAX_DIMS: dict[str, int] = {
     "mamba_d_conv": 1 << 10,  # (4)
     "mamba_expand": 64,  # (2)
     "mamba_dt_rank": 1 << 20,  # (256)
+    # Mamba-2 mixers (Bamba, Granite 4, Nemotron-H: their own names for the same widths)
+    "mamba_n_heads": 1 << 14,  # (128)
+    "mamba_num_heads": 1 << 14,
+    "mamba_d_head": 1 << 14,  # (64)
+    "mamba_head_dim": 1 << 14,
+    "mamba_n_groups": 1 << 14,  # (8)
+    "n_groups": 1 << 14,
+    "ssm_state_size": 1 << 16,  # (256)
+    "conv_kernel": 1 << 10,  # (4)
+    "expand": 64,  # (2)
+    # Gated DeltaNet (Qwen3-Next, Qwen3.5)
+    "linear_num_value_heads": 1 << 14,  # (64)
+    "linear_num_key_heads": 1 << 14,  # (16)
+    "linear_key_head_dim": 1 << 14,  # (128)
+    "linear_value_head_dim": 1 << 14,  # (128)
+    "linear_conv_kernel_dim": 1 << 10,  # (4)
+    "full_attention_interval": 10_000,  # (4)
+    "moe_latent_size": 1 << 20,  # (Nemotron 3 Super's latent MoE)
+    "moe_shared_expert_intermediate_size": 1 << 22,  # (Nemotron-H)
     "attention_chunk_size": 1 << 24,  # (8,192: Llama 4)
     "interleave_moe_layer_step": 10_000,  # (2: Llama 4 Maverick)
     "intermediate_size_mlp": 1 << 22,  # (16,384: Llama 4)
@@ -149,6 +174,15 @@ class Family:
     sized_keys: tuple[str, ...] = ()
     """Keys of :data:`REFUSED_KEYS` this family's sizing reads (Llama 4's interleaved MoE layers,
     chunked attention and parameter-free q/k norm)."""
+    mixer: str = ""
+    """The state layers' token mixer: ``mamba`` (Jamba), ``mamba2`` (Bamba, Granite 4,
+    Nemotron-H) or ``gdn`` (Gated DeltaNet: Qwen3-Next, Qwen3.5); empty: attention only."""
+    attn_gate: bool = False
+    """q_proj also produces a sigmoid gate on the attention output (Qwen3-Next: 2x its width)."""
+    blocks: bool = False
+    """Every layer of the config is one block of one kind (Nemotron-H: a Mamba-2, attention, MLP
+    or MoE block, each with its own norm), read from ``hybrid_override_pattern``/
+    ``layers_block_type``; otherwise a layer is a token mixer and an MLP."""
     known: bool = True
 
 
@@ -177,7 +211,17 @@ FAMILIES: dict[str, Family] = {
     "chatglm": Family(bias_key="add_qkv_bias", bias_o=False, mlp_bias_key="add_bias_linear",
                       kv_rule="chatglm"),
     "gpt_oss": Family(bias_default=True, window_pattern=2, sinks=True),
-    "jamba": Family(),
+    "jamba": Family(mixer="mamba"),
+    # Gated DeltaNet / attention hybrids: Qwen3-Next, Qwen3.5 (its text model; the flat name too)
+    **dict.fromkeys(("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "qwen3_5", "qwen3_5_moe"),
+                    Family(qk_norm=True, attn_gate=True, mixer="gdn",
+                           sized_keys=("linear_num_value_heads", "attn_output_gate"))),
+    # Mamba-2 / attention hybrids, a mixer and an MLP a layer: Bamba, Granite 4 (-H)
+    **dict.fromkeys(("bamba", "granitemoehybrid"),
+                    Family(mixer="mamba2", sized_keys=("mamba_n_heads",))),
+    # Nemotron-H (Nemotron Nano 2, Nemotron 3): one block a layer, relu2 MLPs and experts
+    "nemotron_h": Family(gated=False, mixer="mamba2", blocks=True,
+                         sized_keys=("hybrid_override_pattern", "ssm_state_size")),
     "gpt2": _GPT2,
     "gpt_bigcode": replace(_GPT2, kv_rule="bigcode"),
     "gpt_neox": Family(gated=False, layer_norm=True, mlp_bias_key="", mlp_bias_default=True,
@@ -236,14 +280,8 @@ NESTED_DEFAULTS: dict[str, dict[str, int]] = {
 ``save_pretrained`` writes as a diff against them: LLaVA-1.5 leaves out Llama's 4096)."""
 
 STATE_SPACE_TYPES: dict[str, str] = {
-    "qwen3_next": "Gated DeltaNet linear-attention layers",
-    "qwen3_5": "Gated DeltaNet linear-attention layers",
-    "qwen3_5_moe": "Gated DeltaNet linear-attention layers",
     "kimi_linear": "Kimi Delta Attention linear-attention layers",
     "minimax": "lightning (linear) attention layers",
-    "granitemoehybrid": "Mamba-2 state-space layers",
-    "nemotron_h": "Mamba-2 state-space layers",
-    "bamba": "Mamba-2 state-space layers",
     "falcon_h1": "Mamba-2 state-space layers",
     "zamba": "Mamba state-space layers",
     "zamba2": "Mamba-2 state-space layers",
@@ -257,8 +295,8 @@ STATE_SPACE_TYPES: dict[str, str] = {
     "xlstm": "xLSTM recurrent layers",
     "olmo_hybrid": "linear-attention layers",
 }
-"""Architectures with linear-attention or state-space layers Laminar does not size (Jamba's
-Mamba layers it does)."""
+"""Architectures with linear-attention or state-space layers Laminar does not size (the hybrids
+of :data:`FAMILIES` with a ``mixer`` it does)."""
 
 REFUSED_KEYS: dict[str, str] = {
     "hidden_size_per_layer_input": "Gemma 3n's per-layer embeddings",
@@ -311,7 +349,11 @@ tie_encoder_decoder vision_config audio_config vision_tower mm_vision_tower
 num_experts_per_token decoder_layer_norm_eps use_sliding_window max_window_layers
 head_dim_original sliding_window_size rope_interleave layer_rope_theta no_rope_layers
 no_rope_layer_interval attn_temperature_tuning floor_scale attn_scale enable_moe_fp32_combine
-router_scaling_factor
+router_scaling_factor time_step_min time_step_max time_step_limit time_step_floor
+mamba_chunk_size chunk_size mamba_hidden_act mlp_hidden_act residual_in_fp32
+rescale_prenorm_residual mamba_dt_min mamba_dt_max mamba_dt_limit mamba_dt_init_floor
+position_embedding_type moe_shared_expert_overlap mtp_layers_block_type
+mtp_hybrid_override_pattern mamba_rms_norm mamba_d_ssm z_loss_coefficient
 """
 HARMLESS = frozenset(_HARMLESS_TEXT.split())
 """Keys read by nothing that change no parameter count or cache size."""
@@ -340,6 +382,8 @@ class _Keys:
         self.data, self.source, self.where = data, source, where
         self.alias: dict[str, str] = {}
         self.used: set[str] = set()
+        self.notes: list[str] = []  # what a sizing step assumed, for the warning
+        self.state_f32 = 0  # state elements a state layer keeps in float32 (Mamba-2's SSM)
 
     def name(self, key: str) -> str:
         return self.alias.get(key, key)
@@ -391,10 +435,16 @@ class _Keys:
         return set(v)
 
 
+UNBOUNDED = frozenset(("time_step_limit", "mamba_dt_limit"))
+"""Keys whose upper bound a Mamba-2 config writes as infinity (no clamp of dt): accepted."""
+
+
 def check_finite(data: dict[str, Any], source: str, where: str) -> None:
     """Every number in ``data`` (at any depth) finite: a NaN or infinite ``rope_theta`` is no
     model, even where Laminar does not read it."""
     for value, key in leaves(data):
+        if value == math.inf and str(key).split("[")[0].rsplit(".", 1)[-1] in UNBOUNDED:
+            continue
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(source, f"{where}{key}"[:120], f"{value} is not a finite number")
 
@@ -432,7 +482,8 @@ def _family(k: _Keys, outer: dict[str, Any]) -> tuple[str, Family]:
         raise k._err(
             "model_type",
             f"{mtype!r} has {STATE_SPACE_TYPES[mtype]}, which Laminar does not size (their "
-            "parameters and per-sequence state differ from attention's); supported hybrids: jamba",
+            "parameters and per-sequence state differ from attention's); supported hybrids: "
+            + ", ".join(sorted(t for t, f in FAMILIES.items() if f.mixer)),
         )
     if k.get("is_encoder_decoder") or outer.get("is_encoder_decoder"):
         raise k._err("is_encoder_decoder", "encoder-decoder models are not sized; a decoder-only "
@@ -516,6 +567,8 @@ def _gqa_attention(k: _Keys, fam: Family, hidden: int, heads: int) -> tuple[int,
     params = hidden * q_w + 2 * hidden * kv_w + q_w * hidden
     if k.flag(fam.bias_key, fam.bias_default):
         params += q_w + 2 * kv_w + (hidden if fam.bias_o else 0)
+    if fam.attn_gate and k.flag("attn_output_gate", True):
+        params += hidden * q_w  # q_proj's second half: the output gate
     if fam.qk_norm:
         params += 2 * head_dim  # q_norm and k_norm over one head's width
     if fam.sinks:
@@ -583,15 +636,27 @@ _SLIDING = {"sliding_attention": "sliding", "local": "sliding", "sliding": "slid
 
 
 def _layer_kinds(k: _Keys, mtype: str, fam: Family, layers: int) -> list[str]:
-    """``full``, ``sliding`` or ``mamba`` for each layer (see module doc)."""
+    """``full``, ``sliding`` or ``state`` (a linear-attention / state-space mixer) for each
+    layer (see module doc)."""
     if mtype == "jamba":
         period, offset = k.int("attn_layer_period", 8), k.int("attn_layer_offset", 4, low=0)
-        return ["full" if i % period == offset else "mamba" for i in range(layers)]
-    types = k.get("layer_types")
+        return ["full" if i % period == offset else "state" for i in range(layers)]
+    if mtype == "bamba" and k.get("attn_layer_indices") is not None:
+        attn = k.layer_list("attn_layer_indices", layers)
+        return ["full" if i in attn else "state" for i in range(layers)]
+    key = "layer_types"
+    if k.get(key) is None and k.get("layers_block_type") is not None:
+        key = "layers_block_type"  # Granite 4's and Bamba's other name for it
+    types = k.get(key)
     window = _window(k)
     if types is not None:
         k.get("sliding_window_pattern")  # the pattern layer_types spells out
-        return _listed_kinds(k, types, layers, window)
+        return _listed_kinds(k, key, types, layers, window, fam)
+    if fam.mixer == "gdn":  # Qwen3-Next: every full_attention_interval-th layer attends
+        every = k.int("full_attention_interval", 4)
+        return ["full" if (i + 1) % every == 0 else "state" for i in range(layers)]
+    if fam.mixer == "mamba2":  # Bamba, Granite 4 without a list: every layer Mamba-2
+        return ["state"] * layers
     if not window:
         return ["full"] * layers
     pattern = k.opt_int("sliding_window_pattern") or fam.window_pattern
@@ -611,21 +676,28 @@ def _window(k: _Keys) -> int:
     return k.opt_int("sliding_window") or k.opt_int("attention_chunk_size")
 
 
-def _listed_kinds(k: _Keys, types: Any, layers: int, window: int) -> list[str]:
+_STATE = {"linear_attention": "state", "mamba": "state"}
+
+
+def _listed_kinds(k: _Keys, key: str, types: Any, layers: int, window: int,
+                  fam: Family) -> list[str]:  # fmt: skip
     if not isinstance(types, list) or len(types) != layers:
-        raise k._err("layer_types", f"expected a list of {layers} layer types (one a layer)")
+        raise k._err(key, f"expected a list of {layers} layer types (one a layer)")
     kinds = []
     for t in types:
         if t in _FULL or (t in _SLIDING and not window):
             kinds.append("full")
         elif t in _SLIDING:
             kinds.append("sliding")
+        elif t in _STATE and fam.mixer:
+            kinds.append("state")
         else:
             shown = repr(t) if isinstance(t, str) else type(t).__name__
             raise k._err(
-                "layer_types",
-                f"{shown:.40} layers are not sized by Laminar (full_attention and "
-                "sliding_attention are; linear-attention and state-space layers are not)",
+                key,
+                f"{shown:.40} layers are not sized by Laminar here (full_attention and "
+                "sliding_attention are; linear-attention and state-space layers only in the "
+                "hybrid families `laminar config architectures` lists)",
             )
     return kinds
 
@@ -643,6 +715,9 @@ def _mlp_params(fam: Family, k: _Keys, hidden: int, inter: int) -> int:
 def _dense_inter(k: _Keys, fam: Family, hidden: int) -> int:
     if not fam.gated and k.get("intermediate_size") is None:  # GPT-2's n_inner null, Falcon
         return 4 * hidden
+    if k.get("model_type") == "granitemoehybrid":  # Granite 4 without experts: its shared MLP
+        k.get("intermediate_size")  # the experts' width
+        return k.int("shared_intermediate_size")
     if k.get("intermediate_size_mlp"):  # Llama 4: the dense layers' own width
         return k.int("intermediate_size_mlp")
     return k.int("intermediate_size")
@@ -656,6 +731,7 @@ def _moe_layout(k: _Keys, mtype: str, fam: Family, layers: int) -> dict:
             experts = k.int(key)
             break
     if experts == 0:
+        k.get("num_experts_per_tok")  # of no experts (a dense Granite 4)
         return {"experts": 0, "per_token": 0, "moe_idx": [], "router": lambda h: 0,
                 "expert": lambda h: 0, "shared": lambda h: 0}  # fmt: skip
     per_token = k.int("num_experts_per_tok")
@@ -735,6 +811,89 @@ def _mamba(k: _Keys, hidden: int) -> tuple[int, int]:
         + dtr + 2 * ds  # dt, B, C layernorms
     )  # fmt: skip
     return params, di * (dc - 1) + di * ds
+
+
+def _first(k: _Keys, names: tuple[str, ...], default: Any) -> tuple[str, Any]:
+    """(the key, its value) of the first of ``names`` a config sets (families name one width
+    differently: Nemotron-H's ``mamba_num_heads`` is Bamba's ``mamba_n_heads``)."""
+    for name in names:
+        if k.get(name) is not None:
+            return name, k.get(name)
+    return names[0], default
+
+
+def _mamba2(k: _Keys, hidden: int) -> tuple[int, int]:
+    """(parameters, state elements per sequence) of one Mamba-2 mixer (Bamba, Granite 4,
+    Nemotron-H): in_proj (x, the gate, B and C of ``n_groups`` groups, dt a head), the depthwise
+    conv1d over x, B and C, dt_bias, A_log and D a head, the gated RMSNorm and out_proj; its
+    state is the convolution's last d_conv-1 inputs and heads x head_dim x d_state."""
+    hk, heads = _first(k, ("mamba_n_heads", "mamba_num_heads"), 128)
+    heads = k.int(hk, heads)
+    expand_key, expand = _first(k, ("mamba_expand", "expand"), 2)
+    dk, head_dim = _first(k, ("mamba_d_head", "mamba_head_dim"), "auto")
+    if head_dim == "auto":
+        inner = k.int(expand_key, expand) * hidden
+        if inner % heads:
+            raise k._err(hk, f"{heads} heads must divide the {inner}-wide Mamba-2 mixer")
+        head_dim = inner // heads
+    else:
+        head_dim = k.int(dk, head_dim)
+        k.get(expand_key)  # the width heads x head_dim already states
+    inner = heads * head_dim
+    cache_dtype = k.get("mamba_ssm_cache_dtype")  # vLLM keeps the SSM state in it
+    if cache_dtype not in (None, "auto", "float32", "bfloat16", "float16"):
+        raise k._err("mamba_ssm_cache_dtype", f"{cache_dtype!r:.20}: auto, float32, bfloat16 or "
+                     "float16")  # fmt: skip
+    gk, groups = _first(k, ("mamba_n_groups", "n_groups"), 1)
+    sk, d_state = _first(k, ("mamba_d_state", "ssm_state_size"), 128)
+    ck, d_conv = _first(k, ("mamba_d_conv", "conv_kernel"), 4)
+    groups, d_state, d_conv = k.int(gk, groups), k.int(sk, d_state), k.int(ck, d_conv)
+    if heads % groups:
+        raise k._err(gk, f"{groups} groups must divide the {heads} Mamba-2 heads")
+    cb_key, conv_bias = _first(k, ("mamba_conv_bias", "use_conv_bias"), True)
+    pb_key, proj_bias = _first(k, ("mamba_proj_bias", "use_bias"), False)
+    k.get("use_conv_bias"), k.get("use_bias")  # a second name of the same flag (Nemotron-H)
+    conv_bias, proj_bias = k.flag(cb_key, bool(conv_bias)), k.flag(pb_key, bool(proj_bias))
+    conv_dim = inner + 2 * groups * d_state
+    projected = inner + conv_dim + heads
+    params = (
+        hidden * projected + (projected if proj_bias else 0)  # in_proj
+        + conv_dim * d_conv + (conv_dim if conv_bias else 0)  # conv1d
+        + 3 * heads  # dt_bias, A_log, D
+        + inner  # the gated RMSNorm
+        + inner * hidden + (hidden if proj_bias else 0)  # out_proj
+    )  # fmt: skip
+    ssm = heads * head_dim * d_state
+    k.state_f32 = ssm if cache_dtype == "float32" else 0
+    return params, conv_dim * (d_conv - 1) + ssm
+
+
+def _gated_deltanet(k: _Keys, hidden: int) -> tuple[int, int]:
+    """(parameters, state elements per sequence) of one Gated DeltaNet layer (Qwen3-Next,
+    Qwen3.5): the q, k, v and output-gate projections, b and a a value head, the depthwise
+    conv1d over q, k and v, dt_bias and A_log a value head, the gated RMSNorm over a head and
+    out_proj; its state is the convolution's last kernel-1 inputs and a key x value matrix a
+    value head."""
+    nv, nk = k.int("linear_num_value_heads"), k.int("linear_num_key_heads")
+    dk, dv = k.int("linear_key_head_dim"), k.int("linear_value_head_dim")
+    kernel = k.int("linear_conv_kernel_dim", 4)
+    if nv % nk:
+        raise k._err("linear_num_key_heads", f"{nk} must divide linear_num_value_heads ({nv})")
+    key_dim, value_dim = nk * dk, nv * dv
+    conv_dim = 2 * key_dim + value_dim
+    params = (
+        hidden * (2 * key_dim + 2 * value_dim)  # q, k, v and z
+        + hidden * 2 * nv  # b and a
+        + conv_dim * kernel  # conv1d, no bias
+        + 2 * nv  # dt_bias, A_log
+        + dv  # the gated RMSNorm over one head
+        + value_dim * hidden  # out_proj
+    )  # fmt: skip
+    return params, conv_dim * (kernel - 1) + nv * dk * dv
+
+
+_MIXERS = {"mamba": lambda k, h: _mamba(k, h), "mamba2": lambda k, h: _mamba2(k, h),
+           "gdn": lambda k, h: _gated_deltanet(k, h)}  # fmt: skip
 
 
 # Quantization ----------------------------------------------------------------------------------
@@ -821,11 +980,14 @@ def from_hf_config(data: dict[str, Any], *, name: str, source: str, where: str =
         notes.append("no model_type: sized as a Llama-style decoder (gated MLP, RMSNorm, no "
                      "biases)")  # fmt: skip
     spec = _size(k, mtype, fam, outer, notes)
+    notes.extend(k.notes)
     _warn(k, source, notes)
     return replace(spec, name=name, notes=tuple(notes))
 
 
 def _size(k: _Keys, mtype: str, fam: Family, outer: dict, notes: list[str]) -> ModelSpec:
+    if fam.blocks:
+        return _size_blocks(k, fam, outer, notes)
     hidden, layers, vocab = k.int("hidden_size"), k.int("num_hidden_layers"), k.int("vocab_size")
     heads = k.int("num_attention_heads")
     if k.get("kv_lora_rank"):
@@ -847,8 +1009,8 @@ def _size(k: _Keys, mtype: str, fam: Family, outer: dict, notes: list[str]) -> M
     if mtype == "falcon":  # Falcon-40B's two LayerNorms; Falcon-7B's one before parallel attention
         parallel = k.flag("parallel_attn", True) and not k.flag("new_decoder_architecture", False)
         norms = 1 if parallel else 2
-    n_state = kinds.count("mamba")
-    state_params, state_elems = _mamba(k, hidden) if n_state else (0, 0)
+    n_state = kinds.count("state")
+    state_params, state_elems = _MIXERS[fam.mixer](k, hidden) if n_state else (0, 0)
     embed = vocab * hidden + (k.int("n_positions", k.get("max_position_embeddings")) * hidden
                               if fam.positions_key else 0)  # fmt: skip
     head = 0 if _tied(k, fam, outer, notes) else vocab * hidden + (vocab if fam.head_bias else 0)
@@ -881,8 +1043,107 @@ def _size(k: _Keys, mtype: str, fam: Family, outer: dict, notes: list[str]) -> M
         window=_window(k) if windowed else 0,
         state_layers=n_state,
         state_elements=n_state * state_elems,
+        state_f32_elements=n_state * k.state_f32,
         **index_dims,
         **_quantization(k, outer, moe["experts"] > 0),
+        **dims,
+    )
+
+
+_BLOCKS = {"M": "state", "*": "full", "-": "mlp", "E": "moe"}
+_BLOCK_NAMES = {"linear_attention": "state", "mamba": "state", "full_attention": "full",
+                "attention": "full", "mlp": "mlp", "moe": "moe"}  # fmt: skip
+
+
+def _block_kinds(k: _Keys) -> list[str]:
+    """Nemotron-H's blocks: ``hybrid_override_pattern`` (M Mamba-2, * attention, - MLP, E MoE),
+    else ``layers_block_type``/``layer_types``; ``num_hidden_layers``, where given, agrees."""
+    pattern = k.get("hybrid_override_pattern")
+    if pattern is not None:
+        key = "hybrid_override_pattern"
+        if not isinstance(pattern, str) or not pattern or set(pattern) - set(_BLOCKS):
+            raise k._err(key, "expected a string of M (Mamba-2), * (attention), - (MLP) and E "
+                         "(MoE), one a block")  # fmt: skip
+        kinds = [_BLOCKS[c] for c in pattern]
+    else:
+        key = "layers_block_type" if k.get("layers_block_type") is not None else "layer_types"
+        types = k.get(key)
+        if not isinstance(types, list) or not types or any(
+                not isinstance(t, str) or t not in _BLOCK_NAMES for t in types):  # fmt: skip
+            raise k._err(key, "expected a list of linear_attention, full_attention, mlp and moe "
+                         "blocks (or hybrid_override_pattern)")  # fmt: skip
+        kinds = [_BLOCK_NAMES[t] for t in types]
+    if len(kinds) > MAX_DIMS["num_hidden_layers"]:
+        raise k._err(key, f"more than {MAX_DIMS['num_hidden_layers']:,} blocks")
+    if k.get("num_hidden_layers") is not None and k.int("num_hidden_layers") != len(kinds):
+        raise k._err("num_hidden_layers", f"{k.int('num_hidden_layers')} disagrees with the "
+                     f"{len(kinds)} blocks of {key}")  # fmt: skip
+    return kinds
+
+
+def _size_blocks(k: _Keys, fam: Family, outer: dict, notes: list[str]) -> ModelSpec:
+    """A model whose every layer is one block (Nemotron-H): Mamba-2 and attention blocks are its
+    token-mixing layers (``ModelSpec.layers``; the Mamba-2 ones its state layers), MLP and MoE
+    blocks add their parameters; one RMSNorm a block."""
+    hidden, vocab = k.int("hidden_size"), k.int("vocab_size")
+    kinds = _block_kinds(k)
+    if k.get("sliding_window"):
+        raise k._err("sliding_window", "sliding-window attention blocks are not sized by Laminar")
+    if k.get("head_dim") is None and k.get("attention_head_dim") is not None:
+        k.alias["head_dim"] = "attention_head_dim"  # Nemotron-H's earlier name
+    n = {kind: kinds.count(kind) for kind in ("state", "full", "mlp", "moe")}
+    attn, dims = (0, dict(kv_heads=1, qk_head_dim=1, v_head_dim=1, kv_lora_rank=0,
+                          qk_rope_head_dim=0))  # fmt: skip
+    heads = 1
+    if n["full"]:
+        heads = k.int("num_attention_heads")
+        attn, dims = _gqa_attention(k, fam, hidden, heads)
+    state_params, state_elems = _mamba2(k, hidden) if n["state"] else (0, 0)
+    bias = k.flag("mlp_bias", False)
+    mlp = 0
+    k.get("intermediate_size")  # the MLP blocks' width (none without them)
+    if n["mlp"]:
+        inter = k.int("intermediate_size")
+        mlp = 2 * hidden * inter + (inter + hidden if bias else 0)
+    experts = per_token = expert = moe = 0
+    if n["moe"]:
+        _, experts = _first(k, ("n_routed_experts", "num_local_experts", "num_experts"), None)
+        experts = k.int("n_routed_experts", experts)
+        per_token = k.int("num_experts_per_tok")
+        if per_token > experts:
+            raise k._err("num_experts_per_tok", f"{per_token} exceeds the {experts} experts")
+        inter = k.int("moe_intermediate_size")
+        latent = k.opt_int("moe_latent_size")
+        width = latent or hidden
+        expert = 2 * width * inter
+        shared = k.opt_int("moe_shared_expert_intermediate_size", low=0)
+        moe = (experts * hidden  # the router
+               + experts * expert
+               + 2 * hidden * shared + ((shared + hidden) if bias and shared else 0)
+               + (2 * hidden * latent + ((latent + hidden) if bias else 0) if latent else 0))
+        k.get("n_shared_experts")  # one shared MLP of moe_shared_expert_intermediate_size
+    embed = vocab * hidden
+    head = 0 if _tied(k, fam, outer, notes) else vocab * hidden
+    total = (embed + head + hidden * (1 + len(kinds)) + n["full"] * attn
+             + n["state"] * state_params + n["mlp"] * mlp + n["moe"] * moe)  # fmt: skip
+    return ModelSpec(
+        name="",
+        source=k.source,
+        layers=n["state"] + n["full"],
+        hidden=hidden,
+        vocab=vocab,
+        q_heads=heads,
+        total_params=total,
+        embedding_params=embed,
+        head_params=head,
+        experts=experts,
+        experts_per_token=per_token,
+        moe_layers=n["moe"],
+        expert_params=expert,
+        state_layers=n["state"],
+        state_elements=n["state"] * state_elems,
+        state_f32_elements=n["state"] * k.state_f32,
+        **_quantization(k, outer, experts > 0),
         **dims,
     )
 

@@ -122,7 +122,7 @@ def rollout_replica(
     usable = hw["gpu_memory_bytes"] * cfg.sim.gpu_memory_utilization
     if context is None and (spec.window_layers or spec.state_layers) and hasattr(cfg, "workload"):
         context = trajectory_context(cfg)
-    kv = spec.kv_bytes_per_token(BYTES_PER_DTYPE[cfg.model.dtype], context) / spec.kv_shards(tp)
+    kv = spec.kv_bytes_per_token_per_gpu(BYTES_PER_DTYPE[cfg.model.dtype], context, tp)
     return Replica(tp, ep, per_gpu, kv, usable - per_gpu - hw["activation_reserve_bytes"])
 
 

@@ -80,10 +80,13 @@ MAX_HF_CONFIG_BYTES = 4 * MiB
 
 def read_hf_config(path: str | Path, *, name: str = "") -> ModelSpec:
     """The :class:`ModelSpec` of a local ``config.json`` file, read with bounds
-    (``laminar.inputfile``: a regular file, UTF-8, at most 64 deep, standard JSON numbers)."""
+    (``laminar.inputfile``: a regular file, UTF-8, at most 64 deep; ``Infinity``, which
+    transformers writes for a Mamba-2 ``time_step_limit``, is parsed and then refused anywhere
+    else by :func:`~laminar.specs.hfconfig.check_finite`)."""
     p = Path(path)
     try:
-        data = load_json(p, kind="model.hf_config (config.json)", max_bytes=MAX_HF_CONFIG_BYTES)
+        data = load_json(p, kind="model.hf_config (config.json)", max_bytes=MAX_HF_CONFIG_BYTES,
+                         allow_nan=True)
     except InputFileError as e:
         raise ConfigError(e.path, "", e.detail) from None
     return from_hf_config(data, name=name or p.parent.name or p.stem, source=str(p))

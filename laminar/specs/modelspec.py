@@ -47,6 +47,9 @@ class ModelSpec:
     """Linear-attention / state-space (Mamba) layers: a fixed state per sequence, no KV."""
     state_elements: int = 0
     """Elements of that state per sequence, over all state layers (convolution + SSM state)."""
+    state_f32_elements: int = 0
+    """Of those, the elements kept in float32 whatever the model's dtype (a Mamba-2 SSM state
+    under ``mamba_ssm_cache_dtype: float32``, as Nemotron-H's config asks of vLLM)."""
     index_topk: int = 0
     """Tokens each query attends to under DeepSeek sparse attention (DSA: DeepSeek-V3.2, GLM-5);
     0: dense attention. Every token's latent stays cached; a lightning indexer picks the top k."""
@@ -176,12 +179,35 @@ class ModelSpec:
         window = self.window_layers * per_layer
         if context is not None and context > self.window:
             window = window * self.window / context
-        state = self.state_elements / context if context else 0.0
-        return (full + window + state) * dtype_bytes + self.index_bytes_per_token
+        state = self._state_per_token(dtype_bytes, context)
+        return (full + window) * dtype_bytes + state + self.index_bytes_per_token
+
+    def kv_bytes_per_token_per_gpu(self, dtype_bytes: int, context: int | None, tp: int) -> float:
+        """:meth:`kv_bytes_per_token` on one GPU of a TP-``tp`` replica: the KV cache split over
+        :meth:`kv_shards`, a linear/state-space layer's state over all ``tp`` (vLLM shards its
+        heads: ``MambaStateShapeCalculator``)."""
+        state = self._state_per_token(dtype_bytes, context)
+        kv = self.kv_bytes_per_token(dtype_bytes, context) - state
+        return kv / self.kv_shards(tp) + state / tp
+
+    def kv_read_bytes_per_token_per_gpu(self, dtype_bytes: int, context: int | None,
+                                        tp: int) -> float:  # fmt: skip
+        """:meth:`kv_read_bytes_per_token` on one GPU of a TP-``tp`` replica (as
+        :meth:`kv_bytes_per_token_per_gpu`)."""
+        state = self._state_per_token(dtype_bytes, context)
+        kv = self.kv_read_bytes_per_token(dtype_bytes, context) - state
+        return kv / self.kv_shards(tp) + state / tp
+
+    def _state_per_token(self, dtype_bytes: int, context: int | None) -> float:
+        if not self.state_layers or not context:
+            return 0.0
+        return self.state_bytes_per_sequence(dtype_bytes) / context
 
     def state_bytes_per_sequence(self, dtype_bytes: int) -> int:
-        """Bytes of the linear/state-space layers' state one sequence holds, whatever its length."""
-        return self.state_elements * dtype_bytes
+        """Bytes of the linear/state-space layers' state one sequence holds, whatever its length
+        (its float32 part at 4 bytes an element)."""
+        f32 = self.state_f32_elements
+        return (self.state_elements - f32) * dtype_bytes + f32 * 4
 
     def kv_shards(self, tp: int) -> int:
         """Ways tensor parallelism splits the KV cache: by KV head, so at most ``kv_heads``

@@ -261,9 +261,53 @@ def test_unknown_quantization_is_refused_by_name():
 # Refusals and warnings ------------------------------------------------------------------------
 
 
+def test_gated_deltanet_hybrid_sized_with_its_state():
+    # Qwen3-Next-80B-A3B (model card: 80B total): 12 gated-attention layers with a KV cache,
+    # 36 Gated DeltaNet layers with a fixed state a sequence (vLLM's gated_delta_net_state_shape:
+    # the q/k/v convolution's last 3 inputs and a 128 x 128 matrix a value head).
+    s = _spec("qwen3-next-80b-a3b")
+    assert s.total_params == pytest.approx(80e9, rel=0.03)
+    assert (s.layers, s.state_layers, s.attention_layers, s.moe_layers) == (48, 36, 12, 48)
+    conv = (2 * 16 * 128 + 32 * 128) * 3
+    assert s.state_bytes_per_sequence(2) == 2 * 36 * (conv + 32 * 128 * 128)
+    assert s.kv_bytes_per_token(2) == 2 * 12 * 2 * 256 * 2  # K and V, 2 KV heads of 256
+    # the state costs a short sequence more a token than a long one; a TP-4 GPU holds a quarter
+    # of the state but half the KV (2 KV heads)
+    assert s.kv_bytes_per_token(2, 1000) > s.kv_bytes_per_token(2, 100_000)
+    state = s.state_bytes_per_sequence(2) / 1000
+    assert s.kv_bytes_per_token_per_gpu(2, 1000, 4) == pytest.approx(
+        s.kv_bytes_per_token(2) / 2 + state / 4)
+
+
+def test_mamba2_block_hybrid_sized_with_its_float32_state():
+    # Nemotron 3 Nano 30B-A3B, its shapes as Megatron-Bridge's recipe sets them
+    # (src/megatron/bridge/recipes/nemotronh/h100/nemotron_3_nano.py: the 52-block pattern,
+    # hidden 2688, 64 Mamba-2 heads of 64, 128 experts of 1856, top 6, a 3712 shared expert);
+    # NVIDIA's model card: 31.6B total, 3.2B active (3.6B with the embeddings).
+    s = _spec("nemotron-3-nano-30b-a3b")
+    assert s.total_params == pytest.approx(31.6e9, rel=0.01)
+    assert s.active_params == pytest.approx(3.6e9, rel=0.02)
+    assert s.active_params - s.embedding_params == pytest.approx(3.2e9, rel=0.02)
+    assert (s.layers, s.state_layers, s.attention_layers, s.moe_layers) == (29, 23, 6, 23)
+    # conv state (x, B, C: 4096 + 2 x 8 x 128) in bf16; the SSM state 64 x 64 x 128 in float32
+    # (mamba_ssm_cache_dtype)
+    assert s.state_bytes_per_sequence(2) == 23 * ((4096 + 2048) * 3 * 2 + 64 * 64 * 128 * 4)
+    flat = dict(_read("nemotron-3-nano-30b-a3b"), mamba_ssm_cache_dtype="bfloat16")
+    assert _spec("x", flat).state_bytes_per_sequence(2) == 23 * (6144 * 3 + 64 * 64 * 128) * 2
+    with pytest.raises(ConfigError, match=r"num_hidden_layers: 50 disagrees with the 52 blocks"):
+        _spec("x", dict(flat, num_hidden_layers=50))
+    with pytest.raises(ConfigError, match=r"hybrid_override_pattern: expected a string of M"):
+        _spec("x", dict(flat, hybrid_override_pattern="MEX*"))
+    # an infinite time_step_limit is Mamba-2's "no clamp"; anywhere else infinity is refused
+    assert _spec("x", dict(flat, time_step_limit=[0.0, float("inf")])).total_params > 0
+    with pytest.raises(ConfigError, match=r"time_step_min: inf is not a finite number"):
+        _spec("x", dict(flat, time_step_min=float("inf")))
+
+
 def test_hybrids_that_are_not_sized_are_refused_naming_the_layers():
-    with pytest.raises(ConfigError, match=r"model_type: 'qwen3_next' has Gated DeltaNet"):
-        _spec("qwen3-next-80b-a3b")
+    kimi = {"model_type": "kimi_linear", "hidden_size": 2048, "num_hidden_layers": 4}
+    with pytest.raises(ConfigError, match=r"model_type: 'kimi_linear' has Kimi Delta Attention"):
+        _spec("x", kimi)
     types = ["linear_attention"] * 3 + ["full_attention"]
     data = dict(_read("mistral-7b-v0.1"), num_hidden_layers=4, layer_types=types)
     with pytest.raises(ConfigError, match=r"layer_types: 'linear_attention' layers are not sized"):

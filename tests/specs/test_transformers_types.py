@@ -9,7 +9,9 @@ which Laminar does not size and says so, are left out of it by module name.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import re
 import warnings
 
@@ -40,6 +42,14 @@ PATCH = {
     "granitemoe_swa": dict(shared_intermediate_size=1024),
     # Maverick's layout: MoE every other layer, the rest dense of intermediate_size_mlp
     "llama4_text": dict(interleave_moe_layer_step=2, num_local_experts=128),
+    # hybrids whose defaults have no attention layer (or no MoE): the layouts real ones have
+    "bamba": dict(num_hidden_layers=8, attn_layer_indices=[3, 7]),
+    "granitemoehybrid": dict(num_hidden_layers=8,
+                             layer_types=["mamba"] * 3 + ["attention"] + ["mamba"] * 3
+                             + ["attention"]),
+    "nemotron_h": dict(layers_block_type=["linear_attention", "moe", "linear_attention", "mlp",
+                                          "full_attention", "moe", "linear_attention", "moe"],
+                       moe_latent_size=512),  # Nemotron 3 Super's latent experts
 }
 
 
@@ -167,3 +177,49 @@ def test_a_multimodal_config_sizes_its_language_model(mt, patch):
     with pytest.warns(LaminarWarning, match="vision tower"):
         spec = from_hf_config(data, name=mt, source=mt)
     assert spec.total_params == exact
+
+
+STATE_TYPES = ["bamba", "granitemoehybrid", "jamba", "nemotron_h", "qwen3_5", "qwen3_5_moe",
+               "qwen3_next"]
+
+
+@pytest.mark.parametrize("mt", STATE_TYPES)
+def test_state_per_sequence_is_the_state_vllm_allocates(mt):
+    """A linear/state-space layer's state a sequence against vLLM's own shapes
+    (``MambaStateShapeCalculator``: the convolution's last kernel-1 inputs and the SSM or
+    delta-rule state), over every state layer, at TP 1 and TP 2 on one GPU; the KV test above
+    skips these models (a meta-device cache of state layers is not vLLM's)."""
+    mamba_utils = pytest.importorskip("vllm.model_executor.layers.mamba.mamba_utils")
+    calc = mamba_utils.MambaStateShapeCalculator
+    cfg = _config(mt)
+    data = json.loads(json.dumps(cfg.to_diff_dict(), default=str))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LaminarWarning)
+        spec = from_hf_config(data, name=mt, source=mt)
+    t = cfg.get_text_config()
+    for tp in (1, 2):
+        if t.model_type in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"):
+            shapes = calc.gated_delta_net_state_shape(
+                tp, t.linear_num_key_heads, t.linear_num_value_heads, t.linear_key_head_dim,
+                t.linear_value_head_dim, t.linear_conv_kernel_dim)  # fmt: skip
+        elif t.model_type == "jamba":
+            shapes = calc.mamba1_state_shape(tp, t.mamba_expand * t.hidden_size, t.mamba_d_state,
+                                             t.mamba_d_conv)  # fmt: skip
+        elif t.model_type == "nemotron_h":
+            shapes = calc.mamba2_state_shape(
+                tp, t.mamba_num_heads * t.mamba_head_dim, t.n_groups, t.mamba_num_heads,
+                t.mamba_head_dim, t.ssm_state_size, t.conv_kernel)  # fmt: skip
+        else:
+            shapes = calc.mamba2_state_shape(
+                tp, t.mamba_expand * t.hidden_size, t.mamba_n_groups, t.mamba_n_heads,
+                t.mamba_d_head, t.mamba_d_state, t.mamba_d_conv)  # fmt: skip
+        per_layer = sum(math.prod(s) for s in shapes)
+        assert spec.state_layers > 0
+        # one byte an element, no float32 part: elements (the state split over tp on a GPU)
+        plain = dataclasses.replace(spec, state_f32_elements=0)
+        on_gpu = plain.kv_bytes_per_token_per_gpu(1, 1, tp) - (
+            plain.kv_bytes_per_token(1, 1) - plain.state_bytes_per_sequence(1)
+        ) / plain.kv_shards(tp)  # fmt: skip
+        # at TP 2 vLLM repeats a Mamba-2 B/C group a shard lacks (n_groups 1): within 1%
+        exact = spec.state_layers * per_layer
+        assert on_gpu == pytest.approx(exact, rel=1e-9 if tp == 1 else 0.01), (mt, tp)
