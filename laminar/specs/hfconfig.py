@@ -29,8 +29,9 @@ nobody reads are listed in a :class:`~laminar.errors.LaminarWarning`):
   ``attn_layer_indices``) and Nemotron-H, whose every layer is one Mamba-2, attention, MLP or
   MoE block (``hybrid_override_pattern``; an SSM state in float32 where
   ``mamba_ssm_cache_dtype`` says); Gated DeltaNet with gated attention in Qwen3-Next and
-  Qwen3.5 (``layer_types``, ``full_attention_interval``). Other linear-attention / recurrent
-  layers (:data:`STATE_SPACE_TYPES`: Kimi Delta Attention, MiniMax lightning attention, pure
+  Qwen3.5 (``layer_types``, ``full_attention_interval``); MiniMax's lightning attention
+  (``layer_types``, ``attn_type_list``). Other linear-attention / recurrent
+  layers (:data:`STATE_SPACE_TYPES`: Kimi Delta Attention, pure
   Mamba models, Falcon-H1's parallel hybrid, ...) are refused naming the feature.
 - **DeepSeek sparse attention** (DeepSeek-V3.2, GLM-5: ``index_topk``): MLA plus a lightning
   indexer a layer, its FP8 key cached beside each token's latent; a decode step reads the top
@@ -48,7 +49,8 @@ nobody reads are listed in a :class:`~laminar.errors.LaminarWarning`):
   says so.
 
 DeepSeek's multi-token-prediction module (``num_nextn_predict_layers``) is left out, as the
-model card's 671B leaves it out.
+model card's 671B leaves it out; so are Qwen3-Next's and Qwen3.5's (``mtp_num_hidden_layers``)
+and Nemotron-H's.
 """
 
 from __future__ import annotations
@@ -219,6 +221,8 @@ FAMILIES: dict[str, Family] = {
     # Mamba-2 / attention hybrids, a mixer and an MLP a layer: Bamba, Granite 4 (-H)
     **dict.fromkeys(("bamba", "granitemoehybrid"),
                     Family(mixer="mamba2", sized_keys=("mamba_n_heads",))),
+    # MiniMax-Text-01 / M1 (transformers' minimax): lightning (linear) attention layers
+    "minimax": Family(mixer="lightning"),
     # Nemotron-H (Nemotron Nano 2, Nemotron 3): one block a layer, relu2 MLPs and experts
     "nemotron_h": Family(gated=False, mixer="mamba2", blocks=True,
                          sized_keys=("hybrid_override_pattern", "ssm_state_size")),
@@ -281,7 +285,6 @@ NESTED_DEFAULTS: dict[str, dict[str, int]] = {
 
 STATE_SPACE_TYPES: dict[str, str] = {
     "kimi_linear": "Kimi Delta Attention linear-attention layers",
-    "minimax": "lightning (linear) attention layers",
     "falcon_h1": "Mamba-2 state-space layers",
     "zamba": "Mamba state-space layers",
     "zamba2": "Mamba-2 state-space layers",
@@ -354,6 +357,11 @@ mamba_chunk_size chunk_size mamba_hidden_act mlp_hidden_act residual_in_fp32
 rescale_prenorm_residual mamba_dt_min mamba_dt_max mamba_dt_limit mamba_dt_init_floor
 position_embedding_type moe_shared_expert_overlap mtp_layers_block_type
 mtp_hybrid_override_pattern mamba_rms_norm mamba_d_ssm z_loss_coefficient
+mtp_num_hidden_layers mtp_use_dedicated_embeddings block_size full_attn_alpha_factor
+full_attn_beta_factor linear_attn_alpha_factor linear_attn_beta_factor mlp_alpha_factor
+mlp_beta_factor postnorm layernorm_full_attention_alpha layernorm_full_attention_beta
+layernorm_linear_attention_alpha layernorm_linear_attention_beta layernorm_mlp_alpha
+layernorm_mlp_beta
 """
 HARMLESS = frozenset(_HARMLESS_TEXT.split())
 """Keys read by nothing that change no parameter count or cache size."""
@@ -638,12 +646,9 @@ _SLIDING = {"sliding_attention": "sliding", "local": "sliding", "sliding": "slid
 def _layer_kinds(k: _Keys, mtype: str, fam: Family, layers: int) -> list[str]:
     """``full``, ``sliding`` or ``state`` (a linear-attention / state-space mixer) for each
     layer (see module doc)."""
-    if mtype == "jamba":
-        period, offset = k.int("attn_layer_period", 8), k.int("attn_layer_offset", 4, low=0)
-        return ["full" if i % period == offset else "state" for i in range(layers)]
-    if mtype == "bamba" and k.get("attn_layer_indices") is not None:
-        attn = k.layer_list("attn_layer_indices", layers)
-        return ["full" if i in attn else "state" for i in range(layers)]
+    own = _own_pattern(k, mtype, layers)
+    if own is not None:
+        return own
     key = "layer_types"
     if k.get(key) is None and k.get("layers_block_type") is not None:
         key = "layers_block_type"  # Granite 4's and Bamba's other name for it
@@ -652,6 +657,8 @@ def _layer_kinds(k: _Keys, mtype: str, fam: Family, layers: int) -> list[str]:
     if types is not None:
         k.get("sliding_window_pattern")  # the pattern layer_types spells out
         return _listed_kinds(k, key, types, layers, window, fam)
+    if mtype == "minimax":  # transformers' default: softmax on even layers
+        return ["full" if i % 2 == 0 else "state" for i in range(layers)]
     if fam.mixer == "gdn":  # Qwen3-Next: every full_attention_interval-th layer attends
         every = k.int("full_attention_interval", 4)
         return ["full" if (i + 1) % every == 0 else "state" for i in range(layers)]
@@ -668,6 +675,24 @@ def _layer_kinds(k: _Keys, mtype: str, fam: Family, layers: int) -> list[str]:
         first = k.int("max_window_layers", layers, low=0)
         return ["sliding" if i >= first else "full" for i in range(layers)]
     return ["sliding"] * layers  # Mistral, Phi-3, StarCoder2: every layer
+
+
+def _own_pattern(k: _Keys, mtype: str, layers: int) -> list[str] | None:
+    """A family's own key for where its attention layers are (None: not given)."""
+    if mtype == "jamba":
+        period, offset = k.int("attn_layer_period", 8), k.int("attn_layer_offset", 4, low=0)
+        return ["full" if i % period == offset else "state" for i in range(layers)]
+    if mtype == "bamba" and k.get("attn_layer_indices") is not None:
+        attn = k.layer_list("attn_layer_indices", layers)
+        return ["full" if i in attn else "state" for i in range(layers)]
+    listed = k.get("attn_type_list") if mtype == "minimax" else None
+    if listed is not None:  # MiniMax's remote-code name: 0 lightning, 1 softmax, a layer
+        if not isinstance(listed, list) or len(listed) != layers or any(
+                t not in (0, 1) or isinstance(t, bool) for t in listed):  # fmt: skip
+            raise k._err("attn_type_list", f"expected a list of {layers} 0 (lightning) or 1 "
+                         "(softmax attention), one a layer")  # fmt: skip
+        return ["full" if t else "state" for t in listed]
+    return None
 
 
 def _window(k: _Keys) -> int:
@@ -840,7 +865,10 @@ def _mamba2(k: _Keys, hidden: int) -> tuple[int, int]:
         head_dim = k.int(dk, head_dim)
         k.get(expand_key)  # the width heads x head_dim already states
     inner = heads * head_dim
-    cache_dtype = k.get("mamba_ssm_cache_dtype")  # vLLM keeps the SSM state in it
+    # vLLM keeps the SSM state in mamba_ssm_cache_dtype; for Nemotron-H float32 unless the
+    # config says (vllm/model_executor/models/config.py, DEFAULT_MAMBA_SSM_CACHE_DTYPE)
+    nemotron = k.get("model_type") == "nemotron_h"
+    cache_dtype = k.get("mamba_ssm_cache_dtype", "float32" if nemotron else None)
     if cache_dtype not in (None, "auto", "float32", "bfloat16", "float16"):
         raise k._err("mamba_ssm_cache_dtype", f"{cache_dtype!r:.20}: auto, float32, bfloat16 or "
                      "float16")  # fmt: skip
@@ -892,8 +920,22 @@ def _gated_deltanet(k: _Keys, hidden: int) -> tuple[int, int]:
     return params, conv_dim * (kernel - 1) + nv * dk * dv
 
 
-_MIXERS = {"mamba": lambda k, h: _mamba(k, h), "mamba2": lambda k, h: _mamba2(k, h),
-           "gdn": lambda k, h: _gated_deltanet(k, h)}  # fmt: skip
+def _lightning(k: _Keys, hidden: int) -> tuple[int, int]:
+    """(parameters, state elements per sequence) of one MiniMax lightning-attention layer:
+    qkv_proj and the output gate (heads x head_dim each), the RMSNorm over them and out_proj;
+    its state is a head_dim x head_dim matrix a head (vLLM's linear_attention_state_shape)."""
+    heads = k.int("num_attention_heads")
+    head_dim = k.int("head_dim") if k.get("head_dim") else hidden // heads
+    width = heads * head_dim
+    return 3 * hidden * width + hidden * width + width + width * hidden, heads * head_dim**2
+
+
+_MIXERS = {
+    "mamba": lambda k, h: _mamba(k, h),
+    "mamba2": lambda k, h: _mamba2(k, h),
+    "gdn": lambda k, h: _gated_deltanet(k, h),
+    "lightning": lambda k, h: _lightning(k, h),
+}
 
 
 # Quantization ----------------------------------------------------------------------------------

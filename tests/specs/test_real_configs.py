@@ -292,6 +292,9 @@ def test_mamba2_block_hybrid_sized_with_its_float32_state():
     # conv state (x, B, C: 4096 + 2 x 8 x 128) in bf16; the SSM state 64 x 64 x 128 in float32
     # (mamba_ssm_cache_dtype)
     assert s.state_bytes_per_sequence(2) == 23 * ((4096 + 2048) * 3 * 2 + 64 * 64 * 128 * 4)
+    unsaid = {k: v for k, v in _read("nemotron-3-nano-30b-a3b").items()
+              if k != "mamba_ssm_cache_dtype"}  # vLLM's default for Nemotron-H: float32
+    assert _spec("x", unsaid).state_bytes_per_sequence(2) == s.state_bytes_per_sequence(2)
     flat = dict(_read("nemotron-3-nano-30b-a3b"), mamba_ssm_cache_dtype="bfloat16")
     assert _spec("x", flat).state_bytes_per_sequence(2) == 23 * (6144 * 3 + 64 * 64 * 128) * 2
     with pytest.raises(ConfigError, match=r"num_hidden_layers: 50 disagrees with the 52 blocks"):
@@ -302,6 +305,25 @@ def test_mamba2_block_hybrid_sized_with_its_float32_state():
     assert _spec("x", dict(flat, time_step_limit=[0.0, float("inf")])).total_params > 0
     with pytest.raises(ConfigError, match=r"time_step_min: inf is not a finite number"):
         _spec("x", dict(flat, time_step_min=float("inf")))
+
+
+def test_lightning_attention_hybrid_sized_with_its_state():
+    # MiniMax-Text-01's shapes (its config.json: hidden 6144, 80 layers, 64 heads of 128, 8 KV
+    # heads, 32 experts of 9216, top 2; attn_type_list: 7 lightning layers, then 1 softmax);
+    # the MiniMax-01 report: 456B total, 45.9B activated (embedding and head not counted).
+    data = dict(model_type="minimax", hidden_size=6144, num_hidden_layers=80,
+                num_attention_heads=64, num_key_value_heads=8, head_dim=128,
+                intermediate_size=9216, num_local_experts=32, num_experts_per_tok=2,
+                vocab_size=200064, tie_word_embeddings=False,
+                attn_type_list=[0, 0, 0, 0, 0, 0, 0, 1] * 10)  # fmt: skip
+    s = _spec("x", data)
+    assert s.total_params == pytest.approx(456e9, rel=0.01)
+    assert s.active_params - s.embedding_params - s.head_params == pytest.approx(45.9e9, rel=0.02)
+    assert (s.state_layers, s.attention_layers) == (70, 10)
+    assert s.state_bytes_per_sequence(2) == 2 * 70 * 64 * 128 * 128  # a 128 x 128 state a head
+    assert s.kv_bytes_per_token(2) == 2 * 10 * 2 * 8 * 128
+    with pytest.raises(ConfigError, match=r"attn_type_list: expected a list of 80 0"):
+        _spec("x", dict(data, attn_type_list=[0, 2] * 40))
 
 
 def test_hybrids_that_are_not_sized_are_refused_naming_the_layers():

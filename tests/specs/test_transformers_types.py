@@ -179,8 +179,8 @@ def test_a_multimodal_config_sizes_its_language_model(mt, patch):
     assert spec.total_params == exact
 
 
-STATE_TYPES = ["bamba", "granitemoehybrid", "jamba", "nemotron_h", "qwen3_5", "qwen3_5_moe",
-               "qwen3_next"]
+STATE_TYPES = ["bamba", "granitemoehybrid", "jamba", "minimax", "nemotron_h", "qwen3_5",
+               "qwen3_5_moe", "qwen3_next"]
 
 
 @pytest.mark.parametrize("mt", STATE_TYPES)
@@ -202,6 +202,9 @@ def test_state_per_sequence_is_the_state_vllm_allocates(mt):
             shapes = calc.gated_delta_net_state_shape(
                 tp, t.linear_num_key_heads, t.linear_num_value_heads, t.linear_key_head_dim,
                 t.linear_value_head_dim, t.linear_conv_kernel_dim)  # fmt: skip
+        elif t.model_type == "minimax":
+            dim = t.head_dim or t.hidden_size // t.num_attention_heads
+            shapes = calc.linear_attention_state_shape(t.num_attention_heads, tp, dim)
         elif t.model_type == "jamba":
             shapes = calc.mamba1_state_shape(tp, t.mamba_expand * t.hidden_size, t.mamba_d_state,
                                              t.mamba_d_conv)  # fmt: skip
