@@ -1052,6 +1052,8 @@ def _size(k: _Keys, mtype: str, fam: Family, outer: dict, notes: list[str]) -> M
         parallel = k.flag("parallel_attn", True) and not k.flag("new_decoder_architecture", False)
         norms = 1 if parallel else 2
     n_state = kinds.count("state")
+    if n_state == layers:
+        _no_attention(k)
     state_params, state_elems = _MIXERS[fam.mixer](k, hidden) if n_state else (0, 0)
     embed = vocab * hidden + (k.int("n_positions", k.get("max_position_embeddings")) * hidden
                               if fam.positions_key else 0)  # fmt: skip
@@ -1097,6 +1099,14 @@ _BLOCK_NAMES = {"linear_attention": "state", "mamba": "state", "full_attention":
                 "attention": "full", "mlp": "mlp", "moe": "moe"}  # fmt: skip
 
 
+def _no_attention(k: _Keys) -> None:
+    key = next((n for n in ("hybrid_override_pattern", "layers_block_type", "layer_types",
+                            "attn_layer_indices", "attn_type_list") if k.get(n) is not None),
+               "model_type")  # fmt: skip
+    raise k._err(key, "no attention layer: a model of state-space / linear-attention layers only "
+                 "is not sized by Laminar (its hybrids with attention layers are)")  # fmt: skip
+
+
 def _block_kinds(k: _Keys) -> list[str]:
     """Nemotron-H's blocks: ``hybrid_override_pattern`` (M Mamba-2, * attention, - MLP, E MoE),
     else ``layers_block_type``/``layer_types``; ``num_hidden_layers``, where given, agrees."""
@@ -1134,6 +1144,8 @@ def _size_blocks(k: _Keys, fam: Family, outer: dict, notes: list[str]) -> ModelS
     if k.get("head_dim") is None and k.get("attention_head_dim") is not None:
         k.alias["head_dim"] = "attention_head_dim"  # Nemotron-H's earlier name
     n = {kind: kinds.count(kind) for kind in ("state", "full", "mlp", "moe")}
+    if not n["full"]:
+        _no_attention(k)
     attn, dims = (0, dict(kv_heads=1, qk_head_dim=1, v_head_dim=1, kv_lora_rank=0,
                           qk_rope_head_dim=0))  # fmt: skip
     heads = 1

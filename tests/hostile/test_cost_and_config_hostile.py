@@ -17,6 +17,7 @@ import io
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -561,3 +562,45 @@ def test_fuzz_a_few_through_the_cli(tmp_path):
     for args in (["--cost", bad_cost], sets(f"model.hf_config={bad_hf}"), sets(bad_hw)):
         assert run(tmp_path, *args)[0] == 2
     assert read_cost_file(write(tmp_path / "ok.json", good_cost())).runtime is None
+
+
+HYBRID_DIMENSIONS = ["linear_num_value_heads", "linear_num_key_heads", "linear_key_head_dim",
+                     "linear_value_head_dim", "linear_conv_kernel_dim", "full_attention_interval",
+                     "layer_types", "hybrid_override_pattern", "layers_block_type",
+                     "mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups",
+                     "conv_kernel", "expand", "moe_latent_size", "n_routed_experts",
+                     "moe_shared_expert_intermediate_size", "mamba_ssm_cache_dtype",
+                     "time_step_limit", "num_hidden_layers", "attn_type_list", "model_type",
+                     "head_dim", "num_key_value_heads"]  # fmt: skip
+HYBRID_VALUES = st.one_of(HOSTILE_VALUES, st.sampled_from([
+    '"M*-E"', '"MMMM"', '"M*X"', '""', '["linear_attention", "full_attention"]', '["mamba"]',
+    '"float32"', '"int8"', '[0, 1]', '[0.0, Infinity]', '"minimax"', '"nemotron_h"',
+    '"qwen3_next"', '"bamba"', '"granitemoehybrid"']))  # fmt: skip
+CONFIGS = Path(__file__).parents[1] / "specs" / "configs"
+
+
+@FUZZ
+@given(
+    st.sampled_from(["qwen3-next-80b-a3b", "nemotron-3-nano-30b-a3b", "jamba-v0.1"]),
+    st.lists(st.tuples(st.sampled_from(HYBRID_DIMENSIONS), HYBRID_VALUES), min_size=1,
+             max_size=3),
+)  # fmt: skip
+def test_fuzz_hybrid_config_json_refuses_by_key_or_sizes_its_state(model, changes):
+    """Hybrids (linear-attention / state-space layers with attention) under hostile values: a
+    refusal names a key, or the model has parameters, a KV cache and a finite state."""
+    data = json.loads((CONFIGS / f"{model}.json").read_text())
+    for key, value in changes:
+        data[key] = json.loads(value.replace("NaN", "1e400"))
+    try:
+        spec = from_hf_config(copy.deepcopy(data), name=model, source="fuzz.json")
+    except ConfigError as e:
+        event("refused")
+        assert re.match(r"fuzz\.json: [\w.\[\]]+: ", str(e)), str(e)
+        return
+    event("accepted")
+    assert spec.total_params > 0 and spec.active_params > 0 and spec.attention_layers > 0
+    assert 0 < spec.kv_bytes_per_token(2) < 2**63
+    assert 0 <= spec.state_bytes_per_sequence(2) < 2**63
+    assert spec.state_layers == 0 or spec.state_bytes_per_sequence(2) > 0
+    for tp in (1, 2, 8):
+        assert 0 < spec.kv_bytes_per_token_per_gpu(2, 4096, tp) < math.inf
