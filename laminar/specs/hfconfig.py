@@ -30,9 +30,10 @@ nobody reads are listed in a :class:`~laminar.errors.LaminarWarning`):
   MoE block (``hybrid_override_pattern``; an SSM state in float32 where
   ``mamba_ssm_cache_dtype`` says); Gated DeltaNet with gated attention in Qwen3-Next and
   Qwen3.5 (``layer_types``, ``full_attention_interval``); MiniMax's lightning attention
-  (``layer_types``, ``attn_type_list``). Other linear-attention / recurrent
+  (``layer_types``, ``attn_type_list``); Falcon-H1, whose every layer runs attention and a
+  Mamba-2 mixer side by side (a KV cache and a state in each). Other linear-attention / recurrent
   layers (:data:`STATE_SPACE_TYPES`: Kimi Delta Attention, pure
-  Mamba models, Falcon-H1's parallel hybrid, ...) are refused naming the feature.
+  Mamba models, ...) are refused naming the feature.
 - **DeepSeek sparse attention** (DeepSeek-V3.2, GLM-5: ``index_topk``): MLA plus a lightning
   indexer a layer, its FP8 key cached beside each token's latent; a decode step reads the top
   k latents and every indexer key (``ModelSpec.kv_read_bytes_per_token``).
@@ -113,6 +114,7 @@ MAX_DIMS: dict[str, int] = {
     "ssm_state_size": 1 << 16,  # (256)
     "conv_kernel": 1 << 10,  # (4)
     "expand": 64,  # (2)
+    "mamba_d_ssm": 1 << 20,  # (Falcon-H1: the mixer's width, over mamba_expand x hidden)
     # Gated DeltaNet (Qwen3-Next, Qwen3.5)
     "linear_num_value_heads": 1 << 14,  # (64)
     "linear_num_key_heads": 1 << 14,  # (16)
@@ -181,6 +183,9 @@ class Family:
     Nemotron-H) or ``gdn`` (Gated DeltaNet: Qwen3-Next, Qwen3.5); empty: attention only."""
     attn_gate: bool = False
     """q_proj also produces a sigmoid gate on the attention output (Qwen3-Next: 2x its width)."""
+    parallel: bool = False
+    """Every layer runs attention and the state mixer side by side (Falcon-H1): each layer holds
+    a KV cache and a state."""
     blocks: bool = False
     """Every layer of the config is one block of one kind (Nemotron-H: a Mamba-2, attention, MLP
     or MoE block, each with its own norm), read from ``hybrid_override_pattern``/
@@ -223,6 +228,8 @@ FAMILIES: dict[str, Family] = {
                     Family(mixer="mamba2", sized_keys=("mamba_n_heads",))),
     # MiniMax-Text-01 / M1 (transformers' minimax): lightning (linear) attention layers
     "minimax": Family(mixer="lightning"),
+    # Falcon-H1: attention and a Mamba-2 mixer in parallel in every layer
+    "falcon_h1": Family(mixer="mamba2", parallel=True, sized_keys=("mamba_n_heads",)),
     # Nemotron-H (Nemotron Nano 2, Nemotron 3): one block a layer, relu2 MLPs and experts
     "nemotron_h": Family(gated=False, mixer="mamba2", blocks=True,
                          sized_keys=("hybrid_override_pattern", "ssm_state_size")),
@@ -285,7 +292,6 @@ NESTED_DEFAULTS: dict[str, dict[str, int]] = {
 
 STATE_SPACE_TYPES: dict[str, str] = {
     "kimi_linear": "Kimi Delta Attention linear-attention layers",
-    "falcon_h1": "Mamba-2 state-space layers",
     "zamba": "Mamba state-space layers",
     "zamba2": "Mamba-2 state-space layers",
     "mamba": "Mamba state-space layers",
@@ -356,7 +362,9 @@ router_scaling_factor time_step_min time_step_max time_step_limit time_step_floo
 mamba_chunk_size chunk_size mamba_hidden_act mlp_hidden_act residual_in_fp32
 rescale_prenorm_residual mamba_dt_min mamba_dt_max mamba_dt_limit mamba_dt_init_floor
 position_embedding_type moe_shared_expert_overlap mtp_layers_block_type
-mtp_hybrid_override_pattern mamba_rms_norm mamba_d_ssm z_loss_coefficient
+mtp_hybrid_override_pattern z_loss_coefficient mamba_norm_before_gate
+lm_head_multiplier mlp_multipliers key_multiplier attention_out_multiplier
+attention_in_multiplier ssm_multipliers ssm_in_multiplier ssm_out_multiplier
 mtp_num_hidden_layers mtp_use_dedicated_embeddings block_size full_attn_alpha_factor
 full_attn_beta_factor linear_attn_alpha_factor linear_attn_beta_factor mlp_alpha_factor
 mlp_beta_factor postnorm layernorm_full_attention_alpha layernorm_full_attention_beta
@@ -856,8 +864,9 @@ def _mamba2(k: _Keys, hidden: int) -> tuple[int, int]:
     heads = k.int(hk, heads)
     expand_key, expand = _first(k, ("mamba_expand", "expand"), 2)
     dk, head_dim = _first(k, ("mamba_d_head", "mamba_head_dim"), "auto")
+    d_ssm = k.opt_int("mamba_d_ssm")  # Falcon-H1: the width itself
     if head_dim == "auto":
-        inner = k.int(expand_key, expand) * hidden
+        inner = d_ssm or k.int(expand_key, expand) * hidden
         if inner % heads:
             raise k._err(hk, f"{heads} heads must divide the {inner}-wide Mamba-2 mixer")
         head_dim = inner // heads
@@ -865,6 +874,8 @@ def _mamba2(k: _Keys, hidden: int) -> tuple[int, int]:
         head_dim = k.int(dk, head_dim)
         k.get(expand_key)  # the width heads x head_dim already states
     inner = heads * head_dim
+    if d_ssm and d_ssm != inner:
+        raise k._err("mamba_d_ssm", f"{d_ssm} is not mamba_n_heads x mamba_d_head ({inner})")
     # vLLM keeps the SSM state in mamba_ssm_cache_dtype; for Nemotron-H float32 unless the
     # config says (vllm/model_executor/models/config.py, DEFAULT_MAMBA_SSM_CACHE_DTYPE)
     nemotron = k.get("model_type") == "nemotron_h"
@@ -882,14 +893,17 @@ def _mamba2(k: _Keys, hidden: int) -> tuple[int, int]:
     pb_key, proj_bias = _first(k, ("mamba_proj_bias", "use_bias"), False)
     k.get("use_conv_bias"), k.get("use_bias")  # a second name of the same flag (Nemotron-H)
     conv_bias, proj_bias = k.flag(cb_key, bool(conv_bias)), k.flag(pb_key, bool(proj_bias))
+    falcon = k.get("model_type") == "falcon_h1"  # its norm optional, out_proj's own bias key
+    norm = k.flag("mamba_rms_norm", False) if falcon else True
+    out_bias = k.flag("projectors_bias", False) if falcon else proj_bias
     conv_dim = inner + 2 * groups * d_state
     projected = inner + conv_dim + heads
     params = (
         hidden * projected + (projected if proj_bias else 0)  # in_proj
         + conv_dim * d_conv + (conv_dim if conv_bias else 0)  # conv1d
         + 3 * heads  # dt_bias, A_log, D
-        + inner  # the gated RMSNorm
-        + inner * hidden + (hidden if proj_bias else 0)  # out_proj
+        + (inner if norm else 0)  # the gated RMSNorm
+        + inner * hidden + (hidden if out_bias else 0)  # out_proj
     )  # fmt: skip
     ssm = heads * head_dim * d_state
     k.state_f32 = ssm if cache_dtype == "float32" else 0
@@ -1051,8 +1065,10 @@ def _size(k: _Keys, mtype: str, fam: Family, outer: dict, notes: list[str]) -> M
     if mtype == "falcon":  # Falcon-40B's two LayerNorms; Falcon-7B's one before parallel attention
         parallel = k.flag("parallel_attn", True) and not k.flag("new_decoder_architecture", False)
         norms = 1 if parallel else 2
+    if fam.parallel:  # every layer both: its attention below, its state mixer beside it
+        kinds = ["state"] * layers
     n_state = kinds.count("state")
-    if n_state == layers:
+    if n_state == layers and not fam.parallel:
         _no_attention(k)
     state_params, state_elems = _MIXERS[fam.mixer](k, hidden) if n_state else (0, 0)
     embed = vocab * hidden + (k.int("n_positions", k.get("max_position_embeddings")) * hidden
@@ -1062,7 +1078,7 @@ def _size(k: _Keys, mtype: str, fam: Family, outer: dict, notes: list[str]) -> M
         embed
         + head
         + norm  # final norm
-        + (layers - n_state) * attn
+        + (layers if fam.parallel else layers - n_state) * attn
         + n_state * state_params
         + layers * norms * norm
         + (layers - n_moe) * dense_mlp
@@ -1088,6 +1104,7 @@ def _size(k: _Keys, mtype: str, fam: Family, outer: dict, notes: list[str]) -> M
         state_layers=n_state,
         state_elements=n_state * state_elems,
         state_f32_elements=n_state * k.state_f32,
+        state_beside_attention=fam.parallel,
         **index_dims,
         **_quantization(k, outer, moe["experts"] > 0),
         **dims,

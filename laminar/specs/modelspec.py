@@ -47,6 +47,9 @@ class ModelSpec:
     """Linear-attention / state-space (Mamba) layers: a fixed state per sequence, no KV."""
     state_elements: int = 0
     """Elements of that state per sequence, over all state layers (convolution + SSM state)."""
+    state_beside_attention: bool = False
+    """True when a state layer also attends (Falcon-H1's parallel hybrid): every layer then has
+    a KV cache, the state layers a state as well."""
     state_f32_elements: int = 0
     """Of those, the elements kept in float32 whatever the model's dtype (a Mamba-2 SSM state
     under ``mamba_ssm_cache_dtype: float32``, as Nemotron-H's config asks of vLLM)."""
@@ -83,7 +86,7 @@ class ModelSpec:
     @property
     def attention_layers(self) -> int:
         """Layers with softmax attention (full or sliding window): the ones with a KV cache."""
-        return self.layers - self.state_layers
+        return self.layers if self.state_beside_attention else self.layers - self.state_layers
 
     @property
     def routed_params(self) -> int:

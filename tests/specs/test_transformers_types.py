@@ -179,8 +179,8 @@ def test_a_multimodal_config_sizes_its_language_model(mt, patch):
     assert spec.total_params == exact
 
 
-STATE_TYPES = ["bamba", "granitemoehybrid", "jamba", "minimax", "nemotron_h", "qwen3_5",
-               "qwen3_5_moe", "qwen3_next"]
+STATE_TYPES = ["bamba", "falcon_h1", "granitemoehybrid", "jamba", "minimax", "nemotron_h",
+               "qwen3_5", "qwen3_5_moe", "qwen3_next"]
 
 
 @pytest.mark.parametrize("mt", STATE_TYPES)
@@ -212,6 +212,10 @@ def test_state_per_sequence_is_the_state_vllm_allocates(mt):
             shapes = calc.mamba2_state_shape(
                 tp, t.mamba_num_heads * t.mamba_head_dim, t.n_groups, t.mamba_num_heads,
                 t.mamba_head_dim, t.ssm_state_size, t.conv_kernel)  # fmt: skip
+        elif t.model_type == "falcon_h1":
+            shapes = calc.mamba2_state_shape(
+                tp, t.mamba_d_ssm or t.mamba_expand * t.hidden_size, t.mamba_n_groups,
+                t.mamba_n_heads, t.mamba_d_head, t.mamba_d_state, t.mamba_d_conv)  # fmt: skip
         else:
             shapes = calc.mamba2_state_shape(
                 tp, t.mamba_expand * t.hidden_size, t.mamba_n_groups, t.mamba_n_heads,
@@ -226,3 +230,18 @@ def test_state_per_sequence_is_the_state_vllm_allocates(mt):
         # at TP 2 vLLM repeats a Mamba-2 B/C group a shard lacks (n_groups 1): within 1%
         exact = spec.state_layers * per_layer
         assert on_gpu == pytest.approx(exact, rel=1e-9 if tp == 1 else 0.01), (mt, tp)
+
+
+def test_a_parallel_hybrid_holds_a_kv_cache_and_a_state_in_every_layer():
+    """Falcon-H1 runs attention and a Mamba-2 mixer side by side in each layer: its KV cache
+    is every layer's (the cache transformers fills), and every layer holds a state."""
+    cfg = _config("falcon_h1")
+    data = json.loads(json.dumps(cfg.to_diff_dict(), default=str))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LaminarWarning)
+        spec = from_hf_config(data, name="f", source="f")
+    layers = cfg.num_hidden_layers
+    assert spec.attention_layers == spec.state_layers == layers
+    head_dim = cfg.hidden_size // cfg.num_attention_heads
+    assert spec.kv_bytes_per_token(1) == layers * 2 * cfg.num_key_value_heads * head_dim
+    assert spec.total_params == _exact(cfg)
