@@ -90,6 +90,12 @@ MAX_DIMS: dict[str, int] = {
     "qk_nope_head_dim": 1 << 16,  # (128)
     "v_head_dim": 1 << 16,  # (128)
     "first_k_dense_replace": 10_000,  # (<= the layers)
+    "moe_num_shared_experts": 1 << 10,
+    "moe_k": 1 << 16,
+    "moe_num_experts": 1 << 16,
+    "moe_layer_interval": 10_000,
+    "moe_layer_end_index": 10_000,
+    "moe_layer_start_index": 10_000,
     "moe_layer_freq": 10_000,
     "decoder_sparse_step": 10_000,
     "sliding_window": 1 << 24,  # (131,072)
@@ -138,7 +144,10 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "num_attention_heads": ("n_head", "n_heads", "num_heads", "attention_heads"),
     "intermediate_size": ("ffn_hidden_size", "n_inner", "ffn_dim"),
     "head_dim": ("kv_channels",),
-    "n_shared_experts": ("num_shared_experts",),  # EXAONE-MoE, Hunyuan (hy_v3)
+    "n_shared_experts": ("num_shared_experts", "moe_num_shared_experts"),  # EXAONE, Hunyuan,
+    # ERNIE 4.5 MoE (which names its experts moe_num_experts, its experts a token moe_k)
+    "num_experts": ("moe_num_experts",),
+    "num_experts_per_tok": ("moe_k",),
 }
 """Other families' names of a dimension, tried in order when the usual key is missing
 (ChatGLM's ``padded_vocab_size``, the real table size, wins over ``vocab_size``)."""
@@ -258,6 +267,15 @@ FAMILIES: dict[str, Family] = {
     **dict.fromkeys(("glm4_moe_lite", "granitemoeshared", "granitemoe_swa", "mellum",
                      "exaone_moe", "hy_v3"), Family()),
     "ernie4_5": Family(tie=True, bias_key="use_bias", mlp_bias_key="use_bias"),
+    # ERNIE 4.5 MoE: experts from moe_layer_start_index to moe_layer_end_index every
+    # moe_layer_interval-th layer, moe_num_shared_experts, an expert-score bias a MoE layer
+    "ernie4_5_moe": Family(tie=True, bias_key="use_bias", mlp_bias_key="use_bias",
+                           sized_keys=("moe_layer_start_index", "moe_num_shared_experts")),
+    # two-matrix MLPs (ReLU^2, xIELU) on RMSNorm: Arcee AFM, Apertus (q/k norms); Jais 2's on
+    # LayerNorm
+    "arcee": Family(gated=False),
+    "apertus": Family(gated=False, qk_norm=True),
+    "jais2": Family(gated=False, layer_norm=True),
     # GLM-4.5/4.6 (and GLM-4.5V's text model): q, k, v biases; DeepSeek-style experts
     **dict.fromkeys(("glm4_moe", "glm4v_moe_text"), Family(bias_o=False)),
     # DeepSeek sparse attention (DSA): MLA with a lightning indexer a layer (_indexer)
@@ -363,7 +381,7 @@ mamba_chunk_size chunk_size mamba_hidden_act mlp_hidden_act residual_in_fp32
 rescale_prenorm_residual mamba_dt_min mamba_dt_max mamba_dt_limit mamba_dt_init_floor
 position_embedding_type moe_shared_expert_overlap mtp_layers_block_type
 mtp_hybrid_override_pattern z_loss_coefficient mamba_norm_before_gate
-lm_head_multiplier mlp_multipliers key_multiplier attention_out_multiplier
+lm_head_multiplier mlp_multipliers key_multiplier attention_out_multiplier moe_norm_min
 attention_in_multiplier ssm_multipliers ssm_in_multiplier ssm_out_multiplier
 mtp_num_hidden_layers mtp_use_dedicated_embeddings block_size full_attn_alpha_factor
 full_attn_beta_factor linear_attn_alpha_factor linear_attn_beta_factor mlp_alpha_factor
@@ -780,7 +798,8 @@ def _moe_layout(k: _Keys, mtype: str, fam: Family, layers: int) -> dict:
         shared_inter, gate = k.int("shared_expert_intermediate_size"), 1
     elif k.get("shared_intermediate_size"):  # Granite-MoE-shared: one ungated shared MLP
         shared_inter = k.int("shared_intermediate_size")
-    bias = 1 if k.get("topk_method") == "noaux_tc" else 0  # DeepSeek's correction bias
+    # DeepSeek's and ERNIE 4.5's expert-score correction bias
+    bias = 1 if k.get("topk_method") == "noaux_tc" or mtype == "ernie4_5_moe" else 0
     oss = mtype == "gpt_oss"  # biases on every expert's gate_up and down, and on the router
     return {
         "experts": experts,
@@ -812,6 +831,12 @@ def _moe_layers(k: _Keys, mtype: str, layers: int) -> list[int]:
         period = k.int("expert_layer_period", 2)
         offset = k.int("expert_layer_offset", 1, low=0)
         return [i for i in range(layers) if i % period == offset]
+    if mtype == "ernie4_5_moe":  # from a start index to an end index (-1: the last layer)
+        start = k.int("moe_layer_start_index", 1, low=0)
+        end = k.get("moe_layer_end_index", -1)
+        end = layers - 1 if end == -1 else k.int("moe_layer_end_index", low=0)
+        every = k.int("moe_layer_interval", 1)
+        return [i for i in range(layers) if (i + 1) % every == 0 and start <= i <= end]
     if "first_k_dense_replace" in k.data:  # DeepSeek: the first k layers stay dense
         first = k.int("first_k_dense_replace", 0, low=0)
         freq = k.int("moe_layer_freq", 1)
