@@ -79,6 +79,7 @@ MAX_DIMS: dict[str, int] = {
     "moe_intermediate_size": 1 << 22,  # (2,048: DeepSeek-V3)
     "shared_expert_intermediate_size": 1 << 22,  # (20,480: Qwen2-57B-A14B)
     "shared_intermediate_size": 1 << 22,  # (Granite-MoE-shared)
+    "prefix_dense_intermediate_size": 1 << 22,  # (Cohere 2 MoE)
     "n_routed_experts": 1 << 16,  # (384: Kimi K2)
     "num_experts": 1 << 16,
     "num_local_experts": 1 << 16,
@@ -222,6 +223,8 @@ FAMILIES: dict[str, Family] = {
                     Family(tie=True, norms=4, qk_norm=True, window_pattern=6)),
     "cohere": Family(tie=True, norms=1),
     "cohere2": Family(tie=True, norms=1, window_pattern=4),
+    # Cohere 2 MoE: dense prefix layers of prefix_dense_intermediate_size, then experts
+    "cohere2_moe": Family(tie=True, norms=1, window_pattern=4),
     "glm": Family(bias_default=True, bias_o=False),
     **dict.fromkeys(("glm4", "glm4v_text"), Family(norms=4, bias_default=True, bias_o=False)),
     "chatglm": Family(bias_key="add_qkv_bias", bias_o=False, mlp_bias_key="add_bias_linear",
@@ -383,6 +386,8 @@ position_embedding_type moe_shared_expert_overlap mtp_layers_block_type
 mtp_hybrid_override_pattern z_loss_coefficient mamba_norm_before_gate
 lm_head_multiplier mlp_multipliers key_multiplier attention_out_multiplier moe_norm_min
 attention_in_multiplier ssm_multipliers ssm_in_multiplier ssm_out_multiplier
+expert_selection_fn shared_expert_combination_strategy prefix_dense_sliding_window_pattern
+logit_scale
 mtp_num_hidden_layers mtp_use_dedicated_embeddings block_size full_attn_alpha_factor
 full_attn_beta_factor linear_attn_alpha_factor linear_attn_beta_factor mlp_alpha_factor
 mlp_beta_factor postnorm layernorm_full_attention_alpha layernorm_full_attention_beta
@@ -769,6 +774,9 @@ def _dense_inter(k: _Keys, fam: Family, hidden: int) -> int:
     if k.get("model_type") == "granitemoehybrid":  # Granite 4 without experts: its shared MLP
         k.get("intermediate_size")  # the experts' width
         return k.int("shared_intermediate_size")
+    if k.get("prefix_dense_intermediate_size"):  # Cohere 2 MoE: the dense prefix's width
+        k.get("intermediate_size")
+        return k.int("prefix_dense_intermediate_size")
     if k.get("intermediate_size_mlp"):  # Llama 4: the dense layers' own width
         return k.int("intermediate_size_mlp")
     return k.int("intermediate_size")

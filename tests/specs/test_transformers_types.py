@@ -42,6 +42,8 @@ PATCH = {
     "granitemoe_swa": dict(shared_intermediate_size=1024),
     # Maverick's layout: MoE every other layer, the rest dense of intermediate_size_mlp
     "llama4_text": dict(interleave_moe_layer_step=2, num_local_experts=128),
+    # dense prefix layers of their own width before the experts
+    "cohere2_moe": dict(first_k_dense_replace=2, prefix_dense_intermediate_size=4096),
     # hybrids whose defaults have no attention layer (or no MoE): the layouts real ones have
     "bamba": dict(num_hidden_layers=8, attn_layer_indices=[3, 7]),
     "granitemoehybrid": dict(num_hidden_layers=8,
