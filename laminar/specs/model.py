@@ -125,7 +125,8 @@ def describe(spec: ModelSpec, context: int | None = None) -> str:
     if spec.window_layers:
         kinds += f", {spec.window_layers} sliding-window layers ({spec.window:,} tokens)"
     if spec.state_layers:
-        kinds += (f", {spec.state_layers} state-space layers "
+        beside = " beside attention" if spec.state_beside_attention else ""
+        kinds += (f", {spec.state_layers} linear-attention/state-space layers{beside} "
                   f"({spec.state_bytes_per_sequence(2):,} B state/sequence)")  # fmt: skip
     if spec.index_topk:
         kinds += f", sparse attention (DSA: top {spec.index_topk:,} tokens by an indexer)"
