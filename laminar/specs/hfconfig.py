@@ -42,7 +42,8 @@ nobody reads are listed in a :class:`~laminar.errors.LaminarWarning`):
   (``interleave_moe_layer_step``, a shared expert, dense layers of ``intermediate_size_mlp``),
   Granite-MoE's shared MLP, and transformers 5's ``mlp_layer_types``.
 - **quantization_config** of the checkpoint (``fp8`` with its block scales, gpt-oss's
-  ``mxfp4`` experts, AWQ/GPTQ/compressed-tensors int4/int8): the rollout serves the weights as
+  ``mxfp4`` experts, NVFP4 (ModelOpt's ``modelopt`` or compressed-tensors', served
+  weight-only), AWQ/GPTQ/compressed-tensors int4/int8): the rollout serves the weights as
   stored (``ModelSpec.quant_*``); the trainer keeps ``model.dtype``.
 - **Multimodal** configs: the language model under ``text_config`` (``llm_config``,
   ``language_config``) is sized, with transformers' defaults for the dimensions a nested
@@ -988,6 +989,10 @@ _MIXERS = {
 # Quantization ----------------------------------------------------------------------------------
 
 _INT_METHODS = ("awq", "gptq", "awq_marlin", "gptq_marlin")
+_NVFP4 = {"quant_method": "nvfp4", "quant_bytes": (4 + 8 / 16) / 8}
+"""NVFP4: 4-bit values and an FP8 scale a block of 16 (the tensor's one FP32 scale aside);
+served weight-only here (16-bit matmuls, as on Hopper; Blackwell's FP4 tensor cores would
+compute faster, but a decode step is bound by the bytes it reads)."""
 
 
 def _quantization(k: _Keys, outer: dict[str, Any], is_moe: bool) -> dict[str, Any]:
@@ -1011,6 +1016,14 @@ def _quantization(k: _Keys, outer: dict[str, Any], is_moe: bool) -> dict[str, An
     if qm == "mxfp4":  # 4-bit values, one 8-bit scale per 32; gpt-oss quantizes its experts
         return {"quant_method": "mxfp4", "quant_bytes": (4 + 8 / 32) / 8,
                 "quant_experts_only": is_moe}  # fmt: skip
+    if qm == "modelopt":  # NVIDIA ModelOpt checkpoints: FP8, or NVFP4 (Blackwell's FP4)
+        algo = q.get("quant_algo")
+        if algo == "FP8":
+            return {"quant_method": "fp8", "quant_bytes": 1.0}
+        if algo == "NVFP4":
+            return _NVFP4
+        raise k._err(f"{key}.quant_algo", f"{algo!r:.40} is not sized by Laminar (ModelOpt FP8 "
+                     "and NVFP4 are)")  # fmt: skip
     if qm in _INT_METHODS:
         group = q.get("group_size", q.get("q_group_size"))
         return _int_quant(k, q.get("bits", q.get("w_bit")), group)
@@ -1018,8 +1031,9 @@ def _quantization(k: _Keys, outer: dict[str, Any], is_moe: bool) -> dict[str, An
         return _compressed_tensors(k, q)
     raise k._err(
         f"{key}.quant_method",
-        f"{qm!r:.40} is not sized by Laminar (fp8, mxfp4, awq/gptq int4/int8 and "
-        "compressed-tensors fp8/int4/int8 are); remove quantization_config to size the "
+        f"{qm!r:.40} is not sized by Laminar (fp8, mxfp4, ModelOpt fp8/nvfp4, awq/gptq "
+        "int4/int8 and compressed-tensors fp8/nvfp4/int4/int8 are); remove quantization_config "
+        "to size the "
         "unquantized model, with model.rollout_quant for FP8",
     )
 
@@ -1045,10 +1059,13 @@ def _compressed_tensors(k: _Keys, q: dict[str, Any]) -> dict[str, Any]:
         raise k._err("quantization_config.config_groups", "expected one weights scheme to size")
     if w.get("type") == "float" and w.get("num_bits") == 8:
         return {"quant_method": "fp8", "quant_bytes": 1.0}
+    if w.get("type") == "float" and w.get("num_bits") == 4 and w.get("group_size") == 16:
+        return _NVFP4  # compressed-tensors' nvfp4-pack-quantized
     if w.get("type") == "int":
         return _int_quant(k, w.get("num_bits"), w.get("group_size"))
     raise k._err("quantization_config.config_groups", f"weights {w.get('type')!r:.20} "
-                 f"{w.get('num_bits')!r:.10}-bit are not sized (fp8, int4, int8 are)")  # fmt: skip
+                 f"{w.get('num_bits')!r:.10}-bit are not sized (fp8, nvfp4, int4, int8 "
+                 "are)")  # fmt: skip
 
 
 # The whole model -------------------------------------------------------------------------------

@@ -252,6 +252,26 @@ def test_quantization_config_sets_the_rollout_weights():
     assert stored.decode_per_seq_s == pytest.approx(plain.decode_per_seq_s)
 
 
+def test_nvfp4_checkpoints_are_served_at_four_and_a_half_bits():
+    # NVFP4 (ModelOpt's quant_algo, or compressed-tensors' 4-bit float in groups of 16): 4-bit
+    # values and an FP8 scale a block of 16, weight-only; FP8 from ModelOpt as FP8
+    nemo = _read("nemotron-3-nano-30b-a3b")
+    for q in ({"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16},
+              {"quant_method": "compressed-tensors", "config_groups": {"group_0": {"weights": {
+                  "num_bits": 4, "type": "float", "group_size": 16}}}}):  # fmt: skip
+        s = _spec("x", dict(nemo, quantization_config=q))
+        assert (s.quant_method, s.quant_bytes) == ("nvfp4", 4.5 / 8)
+        dense, routed = weight_bytes(s, "bfloat16", "none")
+        kept = s.embedding_params + s.head_params
+        assert dense + routed == pytest.approx(2 * kept + (s.total_params - kept) * 4.5 / 8)
+    fp8 = _spec("x", dict(nemo, quantization_config={"quant_method": "modelopt",
+                                                     "quant_algo": "FP8"}))  # fmt: skip
+    assert (fp8.quant_method, fp8.quant_bytes) == ("fp8", 1.0)
+    with pytest.raises(ConfigError, match=r"quantization_config\.quant_algo: 'W4A8_AWQ'"):
+        _spec("x", dict(nemo, quantization_config={"quant_method": "modelopt",
+                                                   "quant_algo": "W4A8_AWQ"}))  # fmt: skip
+
+
 def test_unknown_quantization_is_refused_by_name():
     data = dict(_read("mistral-7b-v0.1"), quantization_config={"quant_method": "bitsandbytes"})
     with pytest.raises(ConfigError, match=r"quantization_config\.quant_method.*bitsandbytes"):
