@@ -30,10 +30,11 @@ nobody reads are listed in a :class:`~laminar.errors.LaminarWarning`):
   MoE block (``hybrid_override_pattern``; an SSM state in float32 where
   ``mamba_ssm_cache_dtype`` says); Gated DeltaNet with gated attention in Qwen3-Next and
   Qwen3.5 (``layer_types``, ``full_attention_interval``); MiniMax's lightning attention
-  (``layer_types``, ``attn_type_list``); Falcon-H1, whose every layer runs attention and a
+  (``layer_types``, ``attn_type_list``); Kimi Delta Attention beside MLA in Kimi Linear
+  (``linear_attn_config``); Falcon-H1, whose every layer runs attention and a
   Mamba-2 mixer side by side (a KV cache and a state in each). Other linear-attention / recurrent
-  layers (:data:`STATE_SPACE_TYPES`: Kimi Delta Attention, pure
-  Mamba models, ...) are refused naming the feature.
+  layers (:data:`STATE_SPACE_TYPES`: pure Mamba models, RWKV, LFM2's short convolutions,
+  ...) are refused naming the feature.
 - **DeepSeek sparse attention** (DeepSeek-V3.2, GLM-5: ``index_topk``): MLA plus a lightning
   indexer a layer, its FP8 key cached beside each token's latent; a decode step reads the top
   k latents and every indexer key (``ModelSpec.kv_read_bytes_per_token``).
@@ -129,6 +130,8 @@ MAX_DIMS: dict[str, int] = {
     "linear_key_head_dim": 1 << 14,  # (128)
     "linear_value_head_dim": 1 << 14,  # (128)
     "linear_conv_kernel_dim": 1 << 10,  # (4)
+    "linear_head_dim": 1 << 14,  # (Kimi Linear)
+    "linear_num_heads": 1 << 14,  # (Kimi Linear)
     "full_attention_interval": 10_000,  # (4)
     "moe_latent_size": 1 << 20,  # (Nemotron 3 Super's latent MoE)
     "moe_shared_expert_intermediate_size": 1 << 22,  # (Nemotron-H)
@@ -149,7 +152,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "n_shared_experts": ("num_shared_experts", "moe_num_shared_experts"),  # EXAONE, Hunyuan,
     # ERNIE 4.5 MoE (which names its experts moe_num_experts, its experts a token moe_k)
     "num_experts": ("moe_num_experts",),
-    "num_experts_per_tok": ("moe_k",),
+    "num_experts_per_tok": ("moe_k", "num_experts_per_token"),  # ERNIE, Kimi Linear
 }
 """Other families' names of a dimension, tried in order when the usual key is missing
 (ChatGLM's ``padded_vocab_size``, the real table size, wins over ``vocab_size``)."""
@@ -239,6 +242,8 @@ FAMILIES: dict[str, Family] = {
     # Mamba-2 / attention hybrids, a mixer and an MLP a layer: Bamba, Granite 4 (-H)
     **dict.fromkeys(("bamba", "granitemoehybrid"),
                     Family(mixer="mamba2", sized_keys=("mamba_n_heads",))),
+    # Kimi Linear: Kimi Delta Attention layers beside MLA layers, DeepSeek-style experts
+    "kimi_linear": Family(mixer="kda"),
     # MiniMax-Text-01 / M1 (transformers' minimax): lightning (linear) attention layers
     "minimax": Family(mixer="lightning"),
     # Falcon-H1: attention and a Mamba-2 mixer in parallel in every layer
@@ -313,7 +318,6 @@ NESTED_DEFAULTS: dict[str, dict[str, int]] = {
 ``save_pretrained`` writes as a diff against them: LLaVA-1.5 leaves out Llama's 4096)."""
 
 STATE_SPACE_TYPES: dict[str, str] = {
-    "kimi_linear": "Kimi Delta Attention linear-attention layers",
     "zamba": "Mamba state-space layers",
     "zamba2": "Mamba-2 state-space layers",
     "mamba": "Mamba state-space layers",
@@ -388,7 +392,7 @@ mtp_hybrid_override_pattern z_loss_coefficient mamba_norm_before_gate
 lm_head_multiplier mlp_multipliers key_multiplier attention_out_multiplier moe_norm_min
 attention_in_multiplier ssm_multipliers ssm_in_multiplier ssm_out_multiplier
 expert_selection_fn shared_expert_combination_strategy prefix_dense_sliding_window_pattern
-logit_scale
+logit_scale moe_renormalize num_expert_group mla_use_nope
 mtp_num_hidden_layers mtp_use_dedicated_embeddings block_size full_attn_alpha_factor
 full_attn_beta_factor linear_attn_alpha_factor linear_attn_beta_factor mlp_alpha_factor
 mlp_beta_factor postnorm layernorm_full_attention_alpha layernorm_full_attention_beta
@@ -717,6 +721,8 @@ def _own_pattern(k: _Keys, mtype: str, layers: int) -> list[str] | None:
     if mtype == "bamba" and k.get("attn_layer_indices") is not None:
         attn = k.layer_list("attn_layer_indices", layers)
         return ["full" if i in attn else "state" for i in range(layers)]
+    if mtype == "kimi_linear" and k.get("layer_types") is None:
+        return _kimi_kinds(k, layers)
     listed = k.get("attn_type_list") if mtype == "minimax" else None
     if listed is not None:  # MiniMax's remote-code name: 0 lightning, 1 softmax, a layer
         if not isinstance(listed, list) or len(listed) != layers or any(
@@ -725,6 +731,35 @@ def _own_pattern(k: _Keys, mtype: str, layers: int) -> list[str] | None:
                          "(softmax attention), one a layer")  # fmt: skip
         return ["full" if t else "state" for t in listed]
     return None
+
+
+def _kimi_kinds(k: _Keys, layers: int) -> list[str]:
+    """Kimi Linear's layers from its checkpoint's ``linear_attn_config``: ``full_attn_layers``
+    and ``kda_layers``, 1-indexed (transformers' default without them: MLA on every 4th)."""
+    cfg = _linear_attn_config(k)
+    full, kda = cfg.get("full_attn_layers"), cfg.get("kda_layers")
+    if full is None and kda is None:
+        return ["full" if i and i % 4 == 0 else "state" for i in range(layers)]
+    kinds: list[str | None] = [None] * layers
+    for name, listed, kind in (("full_attn_layers", full, "full"), ("kda_layers", kda, "state")):
+        if not isinstance(listed, list) or any(
+                isinstance(i, bool) or not isinstance(i, int) or not 1 <= i <= layers
+                for i in listed):  # fmt: skip
+            raise k._err(f"linear_attn_config.{name}", f"expected a list of layer numbers "
+                         f"1..{layers}")  # fmt: skip
+        for i in listed:
+            kinds[i - 1] = kind
+    if None in kinds:
+        raise k._err("linear_attn_config", f"layer {kinds.index(None) + 1} is in neither "
+                     "full_attn_layers nor kda_layers")  # fmt: skip
+    return kinds  # type: ignore[return-value]
+
+
+def _linear_attn_config(k: _Keys) -> dict[str, Any]:
+    cfg = k.get("linear_attn_config") or {}
+    if not isinstance(cfg, dict):
+        raise k._err("linear_attn_config", "expected a mapping")
+    return cfg
 
 
 def _window(k: _Keys) -> int:
@@ -978,7 +1013,42 @@ def _lightning(k: _Keys, hidden: int) -> tuple[int, int]:
     return 3 * hidden * width + hidden * width + width + width * hidden, heads * head_dim**2
 
 
+def _kda(k: _Keys, hidden: int) -> tuple[int, int]:
+    """(parameters, state elements per sequence) of one Kimi Delta Attention layer: q, k and v
+    projections, their depthwise conv1d, the low-rank forget gate (f_a, f_b, dt_bias, A_log),
+    b_proj, the low-rank output gate (g_a, g_b), the gated RMSNorm over a head and o_proj; its
+    state is the q/k/v convolution's last kernel-1 inputs and a head_dim x head_dim matrix a
+    head (vLLM's kda_state_shape)."""
+    heads = _kimi_dim(k, "linear_num_heads", "num_heads", 32)
+    dim = _kimi_dim(k, "linear_head_dim", "head_dim", 128)
+    kernel = _kimi_dim(k, "linear_conv_kernel_dim", "short_conv_kernel_size", 4)
+    width = heads * dim
+    params = (
+        3 * hidden * width  # q, k, v
+        + 3 * width * kernel  # their conv1d, no bias
+        + hidden * dim + dim * width + width + heads  # forget gate: f_a, f_b, dt_bias, A_log
+        + hidden * heads  # b_proj
+        + hidden * dim + dim * width  # output gate: g_a, g_b
+        + dim  # the gated RMSNorm over one head
+        + width * hidden  # o_proj
+    )  # fmt: skip
+    return params, 3 * width * (kernel - 1) + heads * dim * dim
+
+
+def _kimi_dim(k: _Keys, top: str, inner: str, default: int) -> int:
+    """A KDA width: transformers' top-level key, else the checkpoint's ``linear_attn_config``."""
+    if k.get(top) is not None:
+        return k.int(top)
+    v = _linear_attn_config(k).get(inner, default)
+    high = MAX_DIMS[top]
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= high:
+        raise k._err(f"linear_attn_config.{inner}", f"expected a whole number 1..{high:,} "
+                     f"(got {v!r:.40})")  # fmt: skip
+    return v
+
+
 _MIXERS = {
+    "kda": lambda k, h: _kda(k, h),
     "mamba": lambda k, h: _mamba(k, h),
     "mamba2": lambda k, h: _mamba2(k, h),
     "gdn": lambda k, h: _gated_deltanet(k, h),

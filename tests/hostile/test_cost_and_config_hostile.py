@@ -571,11 +571,12 @@ HYBRID_DIMENSIONS = ["linear_num_value_heads", "linear_num_key_heads", "linear_k
                      "conv_kernel", "expand", "moe_latent_size", "n_routed_experts",
                      "moe_shared_expert_intermediate_size", "mamba_ssm_cache_dtype",
                      "time_step_limit", "num_hidden_layers", "attn_type_list", "model_type",
-                     "head_dim", "num_key_value_heads"]  # fmt: skip
+                     "head_dim", "num_key_value_heads", "linear_attn_config"]  # fmt: skip
 HYBRID_VALUES = st.one_of(HOSTILE_VALUES, st.sampled_from([
     '"M*-E"', '"MMMM"', '"M*X"', '""', '["linear_attention", "full_attention"]', '["mamba"]',
     '"float32"', '"int8"', '[0, 1]', '[0.0, Infinity]', '"minimax"', '"nemotron_h"',
-    '"qwen3_next"', '"bamba"', '"granitemoehybrid"']))  # fmt: skip
+    '"qwen3_next"', '"bamba"', '"granitemoehybrid"', '"kimi_linear"', '"falcon_h1"',
+    '{"full_attn_layers": [4], "kda_layers": [1, 2, 3]}', '{"num_heads": "x"}']))  # fmt: skip
 CONFIGS = Path(__file__).parents[1] / "specs" / "configs"
 
 

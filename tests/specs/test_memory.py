@@ -99,7 +99,7 @@ def test_config_cli_lists_catalogs_and_checks_fit(capsys):
     assert "mi300x: 192 GB" in capsys.readouterr().out
     assert main(["config", "architectures"]) == 0
     out = capsys.readouterr().out
-    assert " deepseek_v32 " in out and " llama4 " in out and "  kimi_linear: Kimi" in out
+    assert " deepseek_v32 " in out and " llama4 " in out and "  rwkv: RWKV" in out
     assert main(["config", "fit", "--preset", "paper-math-7b"]) == 0
     assert "fits: trainer" in capsys.readouterr().out
     assert main(["config", "fit", "--preset", "paper-math-72b", "--set", "cluster.gpus=16"]) == 2

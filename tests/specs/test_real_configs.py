@@ -347,9 +347,9 @@ def test_lightning_attention_hybrid_sized_with_its_state():
 
 
 def test_hybrids_that_are_not_sized_are_refused_naming_the_layers():
-    kimi = {"model_type": "kimi_linear", "hidden_size": 2048, "num_hidden_layers": 4}
-    with pytest.raises(ConfigError, match=r"model_type: 'kimi_linear' has Kimi Delta Attention"):
-        _spec("x", kimi)
+    rwkv = {"model_type": "rwkv", "hidden_size": 2048, "num_hidden_layers": 4}
+    with pytest.raises(ConfigError, match=r"model_type: 'rwkv' has RWKV recurrent layers"):
+        _spec("x", rwkv)
     types = ["linear_attention"] * 3 + ["full_attention"]
     data = dict(_read("mistral-7b-v0.1"), num_hidden_layers=4, layer_types=types)
     with pytest.raises(ConfigError, match=r"layer_types: 'linear_attention' layers are not sized"):

@@ -181,8 +181,8 @@ def test_a_multimodal_config_sizes_its_language_model(mt, patch):
     assert spec.total_params == exact
 
 
-STATE_TYPES = ["bamba", "falcon_h1", "granitemoehybrid", "jamba", "minimax", "nemotron_h",
-               "qwen3_5", "qwen3_5_moe", "qwen3_next"]
+STATE_TYPES = ["bamba", "falcon_h1", "granitemoehybrid", "jamba", "kimi_linear", "minimax",
+               "nemotron_h", "qwen3_5", "qwen3_5_moe", "qwen3_next"]
 
 
 @pytest.mark.parametrize("mt", STATE_TYPES)
@@ -204,6 +204,9 @@ def test_state_per_sequence_is_the_state_vllm_allocates(mt):
             shapes = calc.gated_delta_net_state_shape(
                 tp, t.linear_num_key_heads, t.linear_num_value_heads, t.linear_key_head_dim,
                 t.linear_value_head_dim, t.linear_conv_kernel_dim)  # fmt: skip
+        elif t.model_type == "kimi_linear":
+            shapes = calc.kda_state_shape(tp, t.linear_num_heads, t.linear_head_dim,
+                                          conv_kernel_size=t.linear_conv_kernel_dim)
         elif t.model_type == "minimax":
             dim = t.head_dim or t.hidden_size // t.num_attention_heads
             shapes = calc.linear_attention_state_shape(t.num_attention_heads, tp, dim)
@@ -247,3 +250,30 @@ def test_a_parallel_hybrid_holds_a_kv_cache_and_a_state_in_every_layer():
     head_dim = cfg.hidden_size // cfg.num_attention_heads
     assert spec.kv_bytes_per_token(1) == layers * 2 * cfg.num_key_value_heads * head_dim
     assert spec.total_params == _exact(cfg)
+
+
+def test_kimi_linear_reads_its_checkpoints_linear_attn_config():
+    """Kimi Linear's checkpoint names its KDA and MLA layers 1-indexed in linear_attn_config
+    (transformers turns them into layer_types): both forms size the same model."""
+    cfg = _config("kimi_linear")
+    data = json.loads(json.dumps(cfg.to_diff_dict(), default=str))
+    types = data.pop("layer_types")
+    for key in ("linear_head_dim", "linear_num_heads", "linear_conv_kernel_dim"):
+        data.pop(key, None)
+    data["linear_attn_config"] = {
+        "head_dim": cfg.linear_head_dim, "num_heads": cfg.linear_num_heads,
+        "short_conv_kernel_size": cfg.linear_conv_kernel_dim,
+        "full_attn_layers": [i + 1 for i, t in enumerate(types) if t == "full_attention"],
+        "kda_layers": [i + 1 for i, t in enumerate(types) if t != "full_attention"],
+    }  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LaminarWarning)  # every key read
+        spec = from_hf_config(data, name="k", source="k")
+    assert spec.total_params == _exact(cfg)
+    assert spec.attention_layers == types.count("full_attention") and spec.is_mla
+    bad = dict(data, linear_attn_config=dict(data["linear_attn_config"], kda_layers=[0]))
+    with pytest.raises(ConfigError, match=r"linear_attn_config\.kda_layers: expected a list"):
+        from_hf_config(bad, name="k", source="k")
+    short = dict(data, linear_attn_config=dict(data["linear_attn_config"], kda_layers=[1]))
+    with pytest.raises(ConfigError, match=r"linear_attn_config: layer \d+ is in neither"):
+        from_hf_config(short, name="k", source="k")
