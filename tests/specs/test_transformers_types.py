@@ -277,3 +277,29 @@ def test_kimi_linear_reads_its_checkpoints_linear_attn_config():
     short = dict(data, linear_attn_config=dict(data["linear_attn_config"], kda_layers=[1]))
     with pytest.raises(ConfigError, match=r"linear_attn_config: layer \d+ is in neither"):
         from_hf_config(short, name="k", source="k")
+
+
+@pytest.mark.parametrize("mt", STATE_TYPES)
+def test_a_hybrids_kv_cache_is_its_attention_layers_cache(mt):
+    """A hybrid's KV bytes a sequence less its state are the keys and values transformers
+    caches for its attention layers (a meta-device forward of 64 tokens; the state layers'
+    caches are the state test's)."""
+    cfg = _config(mt)
+    data = json.loads(json.dumps(cfg.to_diff_dict(), default=str))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LaminarWarning)
+        spec = from_hf_config(data, name=mt, source=mt)
+    tokens = 64
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+    try:
+        with torch.no_grad():
+            out = model(input_ids=torch.zeros((1, tokens), dtype=torch.long), use_cache=True)
+    except Exception as e:  # a kernel with no meta implementation: not ours
+        pytest.skip(f"{mt}: no meta-device forward ({type(e).__name__})")
+    filled = sum(t.shape[1] * t.shape[2] * t.shape[3]
+                 for layer in out.past_key_values.layers
+                 if isinstance(getattr(layer, "keys", None), torch.Tensor) and layer.keys.dim() == 4
+                 for t in (layer.keys, layer.values))  # fmt: skip
+    kv = spec.kv_bytes_per_token(1, tokens) * tokens - spec.state_bytes_per_sequence(1)
+    assert filled > 0 and kv == pytest.approx(filled, rel=1e-9)
