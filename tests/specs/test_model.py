@@ -17,7 +17,8 @@ from laminar.specs.model import (
 )
 
 CATALOG = ["qwen2.5-7b", "qwen2.5-32b", "qwen2.5-72b", "qwen3-8b", "qwen3-32b",
-           "qwen3-30b-a3b", "llama-3.1-8b", "llama-3.1-70b", "deepseek-v3"]  # fmt: skip
+           "qwen3-30b-a3b", "qwen3-next-80b-a3b", "llama-3.1-8b", "llama-3.1-70b",
+           "deepseek-v3"]  # fmt: skip
 
 
 def _config(name: str) -> dict:
@@ -55,6 +56,8 @@ def test_moe_active_params_match_the_cards():
 def test_kv_bytes_per_token_is_exact(name):
     c = _config(name)
     layers = c["num_hidden_layers"]
+    if "full_attention_interval" in c:  # Gated DeltaNet hybrid: every interval-th layer attends
+        layers //= c["full_attention_interval"]
     if "kv_lora_rank" in c:  # MLA: the compressed latent plus the shared RoPE key
         expected = layers * (c["kv_lora_rank"] + c["qk_rope_head_dim"]) * 2
     else:  # GQA: K and V of every KV head
