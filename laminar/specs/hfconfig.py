@@ -933,7 +933,8 @@ def _mamba2(k: _Keys, hidden: int) -> tuple[int, int]:
     heads = k.int(hk, heads)
     expand_key, expand = _first(k, ("mamba_expand", "expand"), 2)
     dk, head_dim = _first(k, ("mamba_d_head", "mamba_head_dim"), "auto")
-    d_ssm = k.opt_int("mamba_d_ssm")  # Falcon-H1: the width itself
+    falcon = k.get("model_type") == "falcon_h1"  # its norm optional, out_proj's own bias key
+    d_ssm = k.opt_int("mamba_d_ssm") if falcon else 0  # Falcon-H1: the width itself
     if head_dim == "auto":
         inner = d_ssm or k.int(expand_key, expand) * hidden
         if inner % heads:
@@ -962,7 +963,6 @@ def _mamba2(k: _Keys, hidden: int) -> tuple[int, int]:
     pb_key, proj_bias = _first(k, ("mamba_proj_bias", "use_bias"), False)
     k.get("use_conv_bias"), k.get("use_bias")  # a second name of the same flag (Nemotron-H)
     conv_bias, proj_bias = k.flag(cb_key, bool(conv_bias)), k.flag(pb_key, bool(proj_bias))
-    falcon = k.get("model_type") == "falcon_h1"  # its norm optional, out_proj's own bias key
     norm = k.flag("mamba_rms_norm", False) if falcon else True
     out_bias = k.flag("projectors_bias", False) if falcon else proj_bias
     conv_dim = inner + 2 * groups * d_state
