@@ -195,23 +195,31 @@ def _derive_decode(put, hw, m: ModelSpec, weights, tp, ep, fp8, gpm) -> None:
         + x_why
         + (f" + 2 x moe_layers x alltoall_startup_s (EP {ep})" if ep > 1 else ""),
     )
+    # a linear-attention / state-space layer reads (and writes back) a sequence's whole state
+    # every step, whatever its length: a per-sequence read, not a per-token one
+    state_gpu = m.state_bytes_per_sequence_per_gpu(BYTES_PER_DTYPE[dtype], tp)
+    state_s = state_gpu / ep / (hbm * kv_eff.value)
     put(
         "decode_per_seq_s",
-        m.linear_flop_per_token / (tp * ep) / (peak * f_eff.value) + a2a_per_seq + x_per_seq,
+        m.linear_flop_per_token / (tp * ep) / (peak * f_eff.value) + a2a_per_seq + x_per_seq
+        + state_s,
         "s/sequence",
         f"2 x active params ({m.active_params / 1e9:.4g}B, embeddings excepted) / (tp x ep) "
         f"FLOP / (peak {peak:.4g} FLOP/s x {f_eff.value} [{f_eff.cite()}])"
         + (f" + all-to-all of k x hidden x 2 B x 2 per MoE layer over {link}" if ep > 1 else "")
-        + (" + a sequence's share of the all-reduces over NICs" if x_per_seq else ""),
-    )
+        + (" + a sequence's share of the all-reduces over NICs" if x_per_seq else "")
+        + (f" + its state ({state_gpu:.4g} B a GPU) / ep {ep} / (hbm x {kv_eff.value})"
+           if m.state_layers else ""),
+    )  # fmt: skip
     kv_bytes = m.kv_read_bytes_per_token(BYTES_PER_DTYPE[dtype], context)  # KV stays in dtype
-    kv_gpu = m.kv_read_bytes_per_token_per_gpu(BYTES_PER_DTYPE[dtype], context, tp)
+    kv_gpu = m.kv_read_bytes_per_token_per_gpu(BYTES_PER_DTYPE[dtype], context, tp,
+                                               with_state=False)  # fmt: skip
     put(
         "decode_per_kv_token_s",
         kv_gpu / ep / (hbm * kv_eff.value),
         "s/token",
         f"KV {kv_bytes:.0f} B/token / {m.kv_shards(tp)} TP shard(s)"
-        + (f" (the state layers' share / tp {tp})" if m.state_layers else "")
+        + (" (the attention layers'; the state is read a sequence)" if m.state_layers else "")
         + f" / ep {ep} / (hbm x {kv_eff.value} [{kv_eff.cite()}])",
     )
     put("moe_experts", m.experts, "experts", "config.json routed experts (0: dense)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -297,6 +298,25 @@ def test_gated_deltanet_hybrid_sized_with_its_state():
     state = s.state_bytes_per_sequence(2) / 1000
     assert s.kv_bytes_per_token_per_gpu(2, 1000, 4) == pytest.approx(
         s.kv_bytes_per_token(2) / 2 + state / 4)
+
+
+def test_a_decode_step_reads_each_sequences_whole_state():
+    # A state layer reads (and writes back) a sequence's whole state every step, however long
+    # the sequence: the state is a per-sequence cost of a step, the KV a per-token one.
+    s = _spec("qwen3-next-80b-a3b")
+    hw = catalog_hardware("h100-sxm")
+    stateless = replace(s, state_elements=0, state_f32_elements=0)
+    for tp in (4, 8):
+        c = derive_specs(hw, s, tp=tp, context=8192)
+        plain = derive_specs(hw, stateless, tp=tp, context=8192)
+        state_s = s.state_bytes_per_sequence(2) / tp / (
+            hw["hbm_bytes_per_s"] * hw.facts["decode_kv_bw_efficiency"].value)
+        assert c.decode_per_seq_s - plain.decode_per_seq_s == pytest.approx(state_s)
+        assert c.decode_per_kv_token_s == pytest.approx(plain.decode_per_kv_token_s)
+        # the attention layers' KV, split over at most its 2 KV heads
+        assert c.decode_per_kv_token_s == pytest.approx(
+            s.kv_bytes_per_token(2) / min(tp, 2)
+            / (hw["hbm_bytes_per_s"] * hw.facts["decode_kv_bw_efficiency"].value))
 
 
 def test_mamba2_block_hybrid_sized_with_its_float32_state():
