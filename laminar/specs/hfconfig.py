@@ -29,7 +29,8 @@ nobody reads are listed in a :class:`~laminar.errors.LaminarWarning`):
   ``attn_layer_indices``) and Nemotron-H, whose every layer is one Mamba-2, attention, MLP or
   MoE block (``hybrid_override_pattern``; an SSM state in float32 where
   ``mamba_ssm_cache_dtype`` says); Gated DeltaNet with gated attention in Qwen3-Next and
-  Qwen3.5 (``layer_types``, ``full_attention_interval``); MiniMax's lightning attention
+  Qwen3.5 (``layer_types``, ``full_attention_interval``; its state in float32 where
+  ``mamba_ssm_dtype`` says); MiniMax's lightning attention
   (``layer_types``, ``attn_type_list``); Kimi Delta Attention beside MLA in Kimi Linear
   (``linear_attn_config``); Falcon-H1, whose every layer runs attention and a
   Mamba-2 mixer side by side (a KV cache and a state in each). Other linear-attention / recurrent
@@ -949,10 +950,7 @@ def _mamba2(k: _Keys, hidden: int) -> tuple[int, int]:
     # vLLM keeps the SSM state in mamba_ssm_cache_dtype; for Nemotron-H float32 unless the
     # config says (vllm/model_executor/models/config.py, DEFAULT_MAMBA_SSM_CACHE_DTYPE)
     nemotron = k.get("model_type") == "nemotron_h"
-    cache_dtype = k.get("mamba_ssm_cache_dtype", "float32" if nemotron else None)
-    if cache_dtype not in (None, "auto", "float32", "bfloat16", "float16"):
-        raise k._err("mamba_ssm_cache_dtype", f"{cache_dtype!r:.20}: auto, float32, bfloat16 or "
-                     "float16")  # fmt: skip
+    cache_dtype = _ssm_dtype(k, "float32" if nemotron else None)
     gk, groups = _first(k, ("mamba_n_groups", "n_groups"), 1)
     sk, d_state = _first(k, ("mamba_d_state", "ssm_state_size"), 128)
     ck, d_conv = _first(k, ("mamba_d_conv", "conv_kernel"), 4)
@@ -979,12 +977,22 @@ def _mamba2(k: _Keys, hidden: int) -> tuple[int, int]:
     return params, conv_dim * (d_conv - 1) + ssm
 
 
+def _ssm_dtype(k: _Keys, default: str | None) -> str | None:
+    """The dtype vLLM keeps a recurrent (SSM / delta-rule) state in: the config's
+    ``mamba_ssm_cache_dtype`` (Nemotron-H) or ``mamba_ssm_dtype`` (Qwen3.5), else ``default``
+    (None: the model's dtype)."""
+    key, value = _first(k, ("mamba_ssm_cache_dtype", "mamba_ssm_dtype"), default)
+    if value not in (None, "auto", "float32", "bfloat16", "float16"):
+        raise k._err(key, f"{value!r:.20}: auto, float32, bfloat16 or float16")
+    return value
+
+
 def _gated_deltanet(k: _Keys, hidden: int) -> tuple[int, int]:
     """(parameters, state elements per sequence) of one Gated DeltaNet layer (Qwen3-Next,
     Qwen3.5): the q, k, v and output-gate projections, b and a a value head, the depthwise
     conv1d over q, k and v, dt_bias and A_log a value head, the gated RMSNorm over a head and
     out_proj; its state is the convolution's last kernel-1 inputs and a key x value matrix a
-    value head."""
+    value head (in float32 where ``mamba_ssm_dtype`` says, as vLLM keeps it)."""
     nv, nk = k.int("linear_num_value_heads"), k.int("linear_num_key_heads")
     dk, dv = k.int("linear_key_head_dim"), k.int("linear_value_head_dim")
     kernel = k.int("linear_conv_kernel_dim", 4)
@@ -992,6 +1000,8 @@ def _gated_deltanet(k: _Keys, hidden: int) -> tuple[int, int]:
         raise k._err("linear_num_key_heads", f"{nk} must divide linear_num_value_heads ({nv})")
     key_dim, value_dim = nk * dk, nv * dv
     conv_dim = 2 * key_dim + value_dim
+    # Qwen3.5's config asks vLLM for a float32 delta-rule state (mamba_ssm_dtype)
+    k.state_f32 = nv * dk * dv if _ssm_dtype(k, None) == "float32" else 0
     params = (
         hidden * (2 * key_dim + 2 * value_dim)  # q, k, v and z
         + hidden * 2 * nv  # b and a

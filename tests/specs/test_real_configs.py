@@ -292,6 +292,12 @@ def test_gated_deltanet_hybrid_sized_with_its_state():
     conv = (2 * 16 * 128 + 32 * 128) * 3
     assert s.state_bytes_per_sequence(2) == 2 * 36 * (conv + 32 * 128 * 128)
     assert s.kv_bytes_per_token(2) == 2 * 12 * 2 * 256 * 2  # K and V, 2 KV heads of 256
+    # Qwen3.5's config asks vLLM for a float32 delta-rule state (mamba_ssm_dtype): its
+    # 32 x 128 x 128 matrices a layer at 4 bytes, the convolution's inputs at the model's 2
+    f32 = _spec("x", dict(_read("qwen3-next-80b-a3b"), mamba_ssm_dtype="float32"))
+    assert f32.state_bytes_per_sequence(2) == 36 * (2 * conv + 4 * 32 * 128 * 128)
+    with pytest.raises(ConfigError, match=r"mamba_ssm_dtype: 'fp8': auto, float32"):
+        _spec("x", dict(_read("qwen3-next-80b-a3b"), mamba_ssm_dtype="fp8"))
     # the state costs a short sequence more a token than a long one; a TP-4 GPU holds a quarter
     # of the state but half the KV (2 KV heads)
     assert s.kv_bytes_per_token(2, 1000) > s.kv_bytes_per_token(2, 100_000)
