@@ -32,10 +32,10 @@ nobody reads are listed in a :class:`~laminar.errors.LaminarWarning`):
   Qwen3.5 (``layer_types``, ``full_attention_interval``; its state in float32 where
   ``mamba_ssm_dtype`` says); MiniMax's lightning attention
   (``layer_types``, ``attn_type_list``); Kimi Delta Attention beside MLA in Kimi Linear
-  (``linear_attn_config``); Falcon-H1, whose every layer runs attention and a
+  (``linear_attn_config``); LFM2's gated short convolutions (``layer_types``,
+  ``full_attn_idxs``); Falcon-H1, whose every layer runs attention and a
   Mamba-2 mixer side by side (a KV cache and a state in each). Other linear-attention / recurrent
-  layers (:data:`STATE_SPACE_TYPES`: pure Mamba models, RWKV, LFM2's short convolutions,
-  ...) are refused naming the feature.
+  layers (:data:`STATE_SPACE_TYPES`: pure Mamba models, RWKV, ...) are refused naming the feature.
 - **DeepSeek sparse attention** (DeepSeek-V3.2, GLM-5: ``index_topk``): MLA plus a lightning
   indexer a layer, its FP8 key cached beside each token's latent; a decode step reads the top
   k latents and every indexer key (``ModelSpec.kv_read_bytes_per_token``).
@@ -123,6 +123,8 @@ MAX_DIMS: dict[str, int] = {
     "n_groups": 1 << 14,
     "ssm_state_size": 1 << 16,  # (256)
     "conv_kernel": 1 << 10,  # (4)
+    "block_multiple_of": 1 << 16,  # (LFM2)
+    "conv_L_cache": 1 << 10,  # (LFM2)
     "expand": 64,  # (2)
     "mamba_d_ssm": 1 << 20,  # (Falcon-H1: the mixer's width, over mamba_expand x hidden)
     # Gated DeltaNet (Qwen3-Next, Qwen3.5)
@@ -243,6 +245,8 @@ FAMILIES: dict[str, Family] = {
     # Mamba-2 / attention hybrids, a mixer and an MLP a layer: Bamba, Granite 4 (-H)
     **dict.fromkeys(("bamba", "granitemoehybrid"),
                     Family(mixer="mamba2", sized_keys=("mamba_n_heads",))),
+    # LFM2: gated short-convolution layers beside attention (q/k norms), a tied head
+    "lfm2": Family(tie=True, qk_norm=True, mixer="shortconv"),
     # Kimi Linear: Kimi Delta Attention layers beside MLA layers, DeepSeek-style experts
     "kimi_linear": Family(mixer="kda"),
     # MiniMax-Text-01 / M1 (transformers' minimax): lightning (linear) attention layers
@@ -324,7 +328,6 @@ STATE_SPACE_TYPES: dict[str, str] = {
     "mamba": "Mamba state-space layers",
     "mamba2": "Mamba-2 state-space layers",
     "falcon_mamba": "Mamba state-space layers",
-    "lfm2": "short-convolution layers",
     "lfm2_moe": "short-convolution layers",
     "rwkv": "RWKV recurrent layers",
     "recurrent_gemma": "RG-LRU recurrent layers",
@@ -693,6 +696,7 @@ def _layer_kinds(k: _Keys, mtype: str, fam: Family, layers: int) -> list[str]:
     window = _window(k)
     if types is not None:
         k.get("sliding_window_pattern")  # the pattern layer_types spells out
+        k.get("full_attn_idxs")  # LFM2's, which layer_types spells out too
         return _listed_kinds(k, key, types, layers, window, fam)
     if mtype == "minimax":  # transformers' default: softmax on even layers
         return ["full" if i % 2 == 0 else "state" for i in range(layers)]
@@ -724,6 +728,11 @@ def _own_pattern(k: _Keys, mtype: str, layers: int) -> list[str] | None:
         return ["full" if i in attn else "state" for i in range(layers)]
     if mtype == "kimi_linear" and k.get("layer_types") is None:
         return _kimi_kinds(k, layers)
+    if mtype == "lfm2" and k.get("layer_types") is None:  # full_attn_idxs: 0-indexed
+        if k.get("full_attn_idxs") is None:
+            return ["full"] * layers
+        attn = k.layer_list("full_attn_idxs", layers)
+        return ["full" if i in attn else "state" for i in range(layers)]
     listed = k.get("attn_type_list") if mtype == "minimax" else None
     if listed is not None:  # MiniMax's remote-code name: 0 lightning, 1 softmax, a layer
         if not isinstance(listed, list) or len(listed) != layers or any(
@@ -769,7 +778,7 @@ def _window(k: _Keys) -> int:
     return k.opt_int("sliding_window") or k.opt_int("attention_chunk_size")
 
 
-_STATE = {"linear_attention": "state", "mamba": "state"}
+_STATE = {"linear_attention": "state", "mamba": "state", "conv": "state"}
 
 
 def _listed_kinds(k: _Keys, key: str, types: Any, layers: int, window: int,
@@ -811,6 +820,19 @@ def _dense_inter(k: _Keys, fam: Family, hidden: int) -> int:
     if k.get("model_type") == "granitemoehybrid":  # Granite 4 without experts: its shared MLP
         k.get("intermediate_size")  # the experts' width
         return k.int("shared_intermediate_size")
+    if k.get("model_type") == "lfm2":  # LFM2: 2/3 of it, scaled, up to a multiple (Llama's)
+        inter = k.int("intermediate_size")
+        if k.flag("block_auto_adjust_ff_dim", True):
+            inter = int(2 * inter / 3)
+            mult = k.get("block_ffn_dim_multiplier", 1.0)
+            if mult is not None:
+                number = isinstance(mult, int | float) and not isinstance(mult, bool)
+                if not number or not 0 < mult <= 64:
+                    raise k._err("block_ffn_dim_multiplier", f"expected a number in (0, 64] "
+                                 f"(got {mult!r:.40})")  # fmt: skip
+                of = k.int("block_multiple_of", 256)
+                inter = of * ((int(mult * inter) + of - 1) // of)
+        return inter
     if k.get("prefix_dense_intermediate_size"):  # Cohere 2 MoE: the dense prefix's width
         k.get("intermediate_size")
         return k.int("prefix_dense_intermediate_size")
@@ -1057,7 +1079,18 @@ def _kimi_dim(k: _Keys, top: str, inner: str, default: int) -> int:
     return v
 
 
+def _short_conv(k: _Keys, hidden: int) -> tuple[int, int]:
+    """(parameters, state elements per sequence) of one LFM2 short-convolution layer: in_proj
+    (three gates), the depthwise conv1d of conv_L_cache taps and out_proj; its state is the
+    convolution's last conv_L_cache-1 inputs (vLLM's short_conv_state_shape)."""
+    taps = k.int("conv_L_cache", 3)
+    bias = k.flag("conv_bias", False)
+    params = hidden * 3 * hidden + hidden * taps + hidden * hidden + (5 * hidden if bias else 0)
+    return params, hidden * (taps - 1)
+
+
 _MIXERS = {
+    "shortconv": lambda k, h: _short_conv(k, h),
     "kda": lambda k, h: _kda(k, h),
     "mamba": lambda k, h: _mamba(k, h),
     "mamba2": lambda k, h: _mamba2(k, h),
@@ -1200,6 +1233,8 @@ def _size(k: _Keys, mtype: str, fam: Family, outer: dict, notes: list[str]) -> M
     n_state = kinds.count("state")
     if n_state == layers and not fam.parallel:
         _no_attention(k)
+    if not n_state and fam.mixer == "shortconv":
+        k.get("conv_L_cache"), k.get("conv_bias")  # of no convolution layers
     state_params, state_elems = _MIXERS[fam.mixer](k, hidden) if n_state else (0, 0)
     embed = vocab * hidden + (k.int("n_positions", k.get("max_position_embeddings")) * hidden
                               if fam.positions_key else 0)  # fmt: skip

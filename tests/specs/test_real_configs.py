@@ -372,6 +372,26 @@ def test_lightning_attention_hybrid_sized_with_its_state():
         _spec("x", dict(data, attn_type_list=[0, 2] * 40))
 
 
+def test_short_convolution_hybrid_sized_with_its_state():
+    # LFM2-1.2B's shapes (its config.json: hidden 2048, 16 layers of which 6 attend, 32 heads,
+    # 8 KV heads, intermediate_size 12288 adjusted to 2/3 and a multiple of 256, vocab 65536,
+    # tied); Liquid AI's model card: 1,170,340,608 parameters.
+    types = ["conv", "conv", "full_attention", "conv", "conv", "full_attention", "conv", "conv",
+             "full_attention", "conv", "full_attention", "conv", "full_attention", "conv",
+             "full_attention", "conv"]  # fmt: skip
+    data = dict(model_type="lfm2", hidden_size=2048, num_hidden_layers=16, num_attention_heads=32,
+                num_key_value_heads=8, intermediate_size=12288, vocab_size=65536,
+                block_ffn_dim_multiplier=1.0, block_multiple_of=256, conv_L_cache=3,
+                layer_types=types, tie_word_embeddings=True)  # fmt: skip
+    s = _spec("x", data)
+    assert s.total_params == pytest.approx(1_170_340_608, rel=0.01)
+    assert (s.state_layers, s.attention_layers) == (10, 6)
+    assert s.state_bytes_per_sequence(2) == 2 * 10 * 2048 * 2  # the last 2 inputs of each
+    idxs = {k: v for k, v in data.items() if k != "layer_types"}
+    idxs["full_attn_idxs"] = [i for i, t in enumerate(types) if t == "full_attention"]
+    assert _spec("x", idxs).total_params == s.total_params
+
+
 def test_hybrids_that_are_not_sized_are_refused_naming_the_layers():
     rwkv = {"model_type": "rwkv", "hidden_size": 2048, "num_hidden_layers": 4}
     with pytest.raises(ConfigError, match=r"model_type: 'rwkv' has RWKV recurrent layers"):
