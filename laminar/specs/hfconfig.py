@@ -125,6 +125,7 @@ MAX_DIMS: dict[str, int] = {
     "conv_kernel": 1 << 10,  # (4)
     "block_multiple_of": 1 << 16,  # (LFM2)
     "conv_L_cache": 1 << 10,  # (LFM2)
+    "num_dense_layers": 10_000,  # (LFM2-MoE)
     "expand": 64,  # (2)
     "mamba_d_ssm": 1 << 20,  # (Falcon-H1: the mixer's width, over mamba_expand x hidden)
     # Gated DeltaNet (Qwen3-Next, Qwen3.5)
@@ -246,7 +247,7 @@ FAMILIES: dict[str, Family] = {
     **dict.fromkeys(("bamba", "granitemoehybrid"),
                     Family(mixer="mamba2", sized_keys=("mamba_n_heads",))),
     # LFM2: gated short-convolution layers beside attention (q/k norms), a tied head
-    "lfm2": Family(tie=True, qk_norm=True, mixer="shortconv"),
+    **dict.fromkeys(("lfm2", "lfm2_moe"), Family(tie=True, qk_norm=True, mixer="shortconv")),
     # Kimi Linear: Kimi Delta Attention layers beside MLA layers, DeepSeek-style experts
     "kimi_linear": Family(mixer="kda"),
     # MiniMax-Text-01 / M1 (transformers' minimax): lightning (linear) attention layers
@@ -328,7 +329,6 @@ STATE_SPACE_TYPES: dict[str, str] = {
     "mamba": "Mamba state-space layers",
     "mamba2": "Mamba-2 state-space layers",
     "falcon_mamba": "Mamba state-space layers",
-    "lfm2_moe": "short-convolution layers",
     "rwkv": "RWKV recurrent layers",
     "recurrent_gemma": "RG-LRU recurrent layers",
     "xlstm": "xLSTM recurrent layers",
@@ -396,7 +396,7 @@ mtp_hybrid_override_pattern z_loss_coefficient mamba_norm_before_gate
 lm_head_multiplier mlp_multipliers key_multiplier attention_out_multiplier moe_norm_min
 attention_in_multiplier ssm_multipliers ssm_in_multiplier ssm_out_multiplier
 expert_selection_fn shared_expert_combination_strategy prefix_dense_sliding_window_pattern
-logit_scale moe_renormalize num_expert_group mla_use_nope
+logit_scale moe_renormalize num_expert_group mla_use_nope use_expert_bias
 mtp_num_hidden_layers mtp_use_dedicated_embeddings block_size full_attn_alpha_factor
 full_attn_beta_factor linear_attn_alpha_factor linear_attn_beta_factor mlp_alpha_factor
 mlp_beta_factor postnorm layernorm_full_attention_alpha layernorm_full_attention_beta
@@ -728,7 +728,7 @@ def _own_pattern(k: _Keys, mtype: str, layers: int) -> list[str] | None:
         return ["full" if i in attn else "state" for i in range(layers)]
     if mtype == "kimi_linear" and k.get("layer_types") is None:
         return _kimi_kinds(k, layers)
-    if mtype == "lfm2" and k.get("layer_types") is None:  # full_attn_idxs: 0-indexed
+    if mtype in ("lfm2", "lfm2_moe") and k.get("layer_types") is None:  # 0-indexed
         if k.get("full_attn_idxs") is None:
             return ["full"] * layers
         attn = k.layer_list("full_attn_idxs", layers)
@@ -898,6 +898,9 @@ def _moe_layers(k: _Keys, mtype: str, layers: int) -> list[int]:
         period = k.int("expert_layer_period", 2)
         offset = k.int("expert_layer_offset", 1, low=0)
         return [i for i in range(layers) if i % period == offset]
+    if mtype == "lfm2_moe":  # LFM2-MoE: the first num_dense_layers stay dense
+        first = k.int("num_dense_layers", 2, low=0)
+        return list(range(min(first, layers), layers))
     if mtype == "ernie4_5_moe":  # from a start index to an end index (-1: the last layer)
         start = k.int("moe_layer_start_index", 1, low=0)
         end = k.get("moe_layer_end_index", -1)

@@ -44,6 +44,8 @@ PATCH = {
     "llama4_text": dict(interleave_moe_layer_step=2, num_local_experts=128),
     # LFM2's layout: short convolutions, attention on a few layers
     "lfm2": dict(num_hidden_layers=6, full_attn_idxs=[2, 5]),
+    "lfm2_moe": dict(num_hidden_layers=6, num_dense_layers=1,
+                     layer_types=["conv", "conv", "full_attention"] * 2),  # none by default
     # dense prefix layers of their own width before the experts
     "cohere2_moe": dict(first_k_dense_replace=2, prefix_dense_intermediate_size=4096),
     # hybrids whose defaults have no attention layer (or no MoE): the layouts real ones have
@@ -184,7 +186,7 @@ def test_a_multimodal_config_sizes_its_language_model(mt, patch):
 
 
 STATE_TYPES = ["bamba", "falcon_h1", "granitemoehybrid", "jamba", "kimi_linear", "lfm2",
-               "minimax", "nemotron_h", "qwen3_5", "qwen3_5_moe", "qwen3_next"]
+               "lfm2_moe", "minimax", "nemotron_h", "qwen3_5", "qwen3_5_moe", "qwen3_next"]
 
 
 @pytest.mark.parametrize("mt", STATE_TYPES)
@@ -206,7 +208,7 @@ def test_state_per_sequence_is_the_state_vllm_allocates(mt):
             shapes = calc.gated_delta_net_state_shape(
                 tp, t.linear_num_key_heads, t.linear_num_value_heads, t.linear_key_head_dim,
                 t.linear_value_head_dim, t.linear_conv_kernel_dim)  # fmt: skip
-        elif t.model_type == "lfm2":
+        elif t.model_type in ("lfm2", "lfm2_moe"):
             shapes = calc.short_conv_state_shape(tp, t.hidden_size, t.conv_L_cache)
         elif t.model_type == "kimi_linear":
             shapes = calc.kda_state_shape(tp, t.linear_num_heads, t.linear_head_dim,
