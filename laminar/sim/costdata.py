@@ -212,8 +212,7 @@ def _derive_decode(put, hw, m: ModelSpec, weights, tp, ep, fp8, gpm) -> None:
            if m.state_layers else ""),
     )  # fmt: skip
     kv_bytes = m.kv_read_bytes_per_token(BYTES_PER_DTYPE[dtype], context)  # KV stays in dtype
-    kv_gpu = m.kv_read_bytes_per_token_per_gpu(BYTES_PER_DTYPE[dtype], context, tp,
-                                               with_state=False)  # fmt: skip
+    kv_gpu = m.kv_read_bytes_per_token_per_gpu(BYTES_PER_DTYPE[dtype], context, tp)
     put(
         "decode_per_kv_token_s",
         kv_gpu / ep / (hbm * kv_eff.value),

@@ -430,8 +430,6 @@ class _Keys:
         self.data, self.source, self.where = data, source, where
         self.alias: dict[str, str] = {}
         self.used: set[str] = set()
-        self.notes: list[str] = []  # what a sizing step assumed, for the warning
-        self.state_f32 = 0  # state elements a state layer keeps in float32 (Mamba-2's SSM)
 
     def name(self, key: str) -> str:
         return self.alias.get(key, key)
@@ -920,8 +918,13 @@ def _moe_layers(k: _Keys, mtype: str, layers: int) -> list[int]:
 # Mamba (Jamba) -------------------------------------------------------------------------------
 
 
-def _mamba(k: _Keys, hidden: int) -> tuple[int, int]:
-    """(parameters, state elements per sequence) of one Jamba Mamba layer: in_proj (x and the
+Mixer = tuple[int, int, int]
+"""(parameters, state elements per sequence, how many of those vLLM keeps in float32) of one
+linear-attention / state-space layer."""
+
+
+def _mamba(k: _Keys, hidden: int) -> Mixer:
+    """The :data:`Mixer` of one Jamba Mamba layer: in_proj (x and the
     gate), the depthwise conv1d, x_proj (dt, B, C), dt_proj, A_log, D, out_proj and the dt/B/C
     RMSNorms; its state is the convolution's last d_conv-1 inputs and the d_state SSM state."""
     ds, dc, expand = k.int("mamba_d_state", 16), k.int("mamba_d_conv", 4), k.int("mamba_expand", 2)
@@ -938,7 +941,7 @@ def _mamba(k: _Keys, hidden: int) -> tuple[int, int]:
         + di * hidden + (hidden if proj_bias else 0)  # out_proj
         + dtr + 2 * ds  # dt, B, C layernorms
     )  # fmt: skip
-    return params, di * (dc - 1) + di * ds
+    return params, di * (dc - 1) + di * ds, 0
 
 
 def _first(k: _Keys, names: tuple[str, ...], default: Any) -> tuple[str, Any]:
@@ -950,8 +953,8 @@ def _first(k: _Keys, names: tuple[str, ...], default: Any) -> tuple[str, Any]:
     return names[0], default
 
 
-def _mamba2(k: _Keys, hidden: int) -> tuple[int, int]:
-    """(parameters, state elements per sequence) of one Mamba-2 mixer (Bamba, Granite 4,
+def _mamba2(k: _Keys, hidden: int) -> Mixer:
+    """The :data:`Mixer` of one Mamba-2 mixer (Bamba, Granite 4,
     Nemotron-H): in_proj (x, the gate, B and C of ``n_groups`` groups, dt a head), the depthwise
     conv1d over x, B and C, dt_bias, A_log and D a head, the gated RMSNorm and out_proj; its
     state is the convolution's last d_conv-1 inputs and heads x head_dim x d_state."""
@@ -998,8 +1001,7 @@ def _mamba2(k: _Keys, hidden: int) -> tuple[int, int]:
         + inner * hidden + (hidden if out_bias else 0)  # out_proj
     )  # fmt: skip
     ssm = heads * head_dim * d_state
-    k.state_f32 = ssm if cache_dtype == "float32" else 0
-    return params, conv_dim * (d_conv - 1) + ssm
+    return params, conv_dim * (d_conv - 1) + ssm, ssm if cache_dtype == "float32" else 0
 
 
 def _ssm_dtype(k: _Keys, default: str | None) -> str | None:
@@ -1012,8 +1014,8 @@ def _ssm_dtype(k: _Keys, default: str | None) -> str | None:
     return value
 
 
-def _gated_deltanet(k: _Keys, hidden: int) -> tuple[int, int]:
-    """(parameters, state elements per sequence) of one Gated DeltaNet layer (Qwen3-Next,
+def _gated_deltanet(k: _Keys, hidden: int) -> Mixer:
+    """The :data:`Mixer` of one Gated DeltaNet layer (Qwen3-Next,
     Qwen3.5): the q, k, v and output-gate projections, b and a a value head, the depthwise
     conv1d over q, k and v, dt_bias and A_log a value head, the gated RMSNorm over a head and
     out_proj; its state is the convolution's last kernel-1 inputs and a key x value matrix a
@@ -1025,8 +1027,6 @@ def _gated_deltanet(k: _Keys, hidden: int) -> tuple[int, int]:
         raise k._err("linear_num_key_heads", f"{nk} must divide linear_num_value_heads ({nv})")
     key_dim, value_dim = nk * dk, nv * dv
     conv_dim = 2 * key_dim + value_dim
-    # Qwen3.5's config asks vLLM for a float32 delta-rule state (mamba_ssm_dtype)
-    k.state_f32 = nv * dk * dv if _ssm_dtype(k, None) == "float32" else 0
     params = (
         hidden * (2 * key_dim + 2 * value_dim)  # q, k, v and z
         + hidden * 2 * nv  # b and a
@@ -1035,21 +1035,22 @@ def _gated_deltanet(k: _Keys, hidden: int) -> tuple[int, int]:
         + dv  # the gated RMSNorm over one head
         + value_dim * hidden  # out_proj
     )  # fmt: skip
-    return params, conv_dim * (kernel - 1) + nv * dk * dv
+    delta = nv * dk * dv  # Qwen3.5's config asks vLLM for it in float32 (mamba_ssm_dtype)
+    return params, conv_dim * (kernel - 1) + delta, delta if _ssm_dtype(k, None) == "float32" else 0
 
 
-def _lightning(k: _Keys, hidden: int) -> tuple[int, int]:
-    """(parameters, state elements per sequence) of one MiniMax lightning-attention layer:
+def _lightning(k: _Keys, hidden: int) -> Mixer:
+    """The :data:`Mixer` of one MiniMax lightning-attention layer:
     qkv_proj and the output gate (heads x head_dim each), the RMSNorm over them and out_proj;
     its state is a head_dim x head_dim matrix a head (vLLM's linear_attention_state_shape)."""
     heads = k.int("num_attention_heads")
     head_dim = k.int("head_dim") if k.get("head_dim") else hidden // heads
     width = heads * head_dim
-    return 3 * hidden * width + hidden * width + width + width * hidden, heads * head_dim**2
+    return 3 * hidden * width + hidden * width + width + width * hidden, heads * head_dim**2, 0
 
 
-def _kda(k: _Keys, hidden: int) -> tuple[int, int]:
-    """(parameters, state elements per sequence) of one Kimi Delta Attention layer: q, k and v
+def _kda(k: _Keys, hidden: int) -> Mixer:
+    """The :data:`Mixer` of one Kimi Delta Attention layer: q, k and v
     projections, their depthwise conv1d, the low-rank forget gate (f_a, f_b, dt_bias, A_log),
     b_proj, the low-rank output gate (g_a, g_b), the gated RMSNorm over a head and o_proj; its
     state is the q/k/v convolution's last kernel-1 inputs and a head_dim x head_dim matrix a
@@ -1067,7 +1068,7 @@ def _kda(k: _Keys, hidden: int) -> tuple[int, int]:
         + dim  # the gated RMSNorm over one head
         + width * hidden  # o_proj
     )  # fmt: skip
-    return params, 3 * width * (kernel - 1) + heads * dim * dim
+    return params, 3 * width * (kernel - 1) + heads * dim * dim, 0
 
 
 def _kimi_dim(k: _Keys, top: str, inner: str, default: int) -> int:
@@ -1082,24 +1083,18 @@ def _kimi_dim(k: _Keys, top: str, inner: str, default: int) -> int:
     return v
 
 
-def _short_conv(k: _Keys, hidden: int) -> tuple[int, int]:
-    """(parameters, state elements per sequence) of one LFM2 short-convolution layer: in_proj
+def _short_conv(k: _Keys, hidden: int) -> Mixer:
+    """The :data:`Mixer` of one LFM2 short-convolution layer: in_proj
     (three gates), the depthwise conv1d of conv_L_cache taps and out_proj; its state is the
     convolution's last conv_L_cache-1 inputs (vLLM's short_conv_state_shape)."""
     taps = k.int("conv_L_cache", 3)
     bias = k.flag("conv_bias", False)
     params = hidden * 3 * hidden + hidden * taps + hidden * hidden + (5 * hidden if bias else 0)
-    return params, hidden * (taps - 1)
+    return params, hidden * (taps - 1), 0
 
 
-_MIXERS = {
-    "shortconv": lambda k, h: _short_conv(k, h),
-    "kda": lambda k, h: _kda(k, h),
-    "mamba": lambda k, h: _mamba(k, h),
-    "mamba2": lambda k, h: _mamba2(k, h),
-    "gdn": lambda k, h: _gated_deltanet(k, h),
-    "lightning": lambda k, h: _lightning(k, h),
-}
+_MIXERS = {"shortconv": _short_conv, "kda": _kda, "mamba": _mamba, "mamba2": _mamba2,
+           "gdn": _gated_deltanet, "lightning": _lightning}  # fmt: skip
 
 
 # Quantization ----------------------------------------------------------------------------------
@@ -1202,7 +1197,6 @@ def from_hf_config(data: dict[str, Any], *, name: str, source: str, where: str =
         notes.append("no model_type: sized as a Llama-style decoder (gated MLP, RMSNorm, no "
                      "biases)")  # fmt: skip
     spec = _size(k, mtype, fam, outer, notes)
-    notes.extend(k.notes)
     _warn(k, source, notes)
     return replace(spec, name=name, notes=tuple(notes))
 
@@ -1238,7 +1232,7 @@ def _size(k: _Keys, mtype: str, fam: Family, outer: dict, notes: list[str]) -> M
         _no_attention(k)
     if not n_state and fam.mixer == "shortconv":
         k.get("conv_L_cache"), k.get("conv_bias")  # of no convolution layers
-    state_params, state_elems = _MIXERS[fam.mixer](k, hidden) if n_state else (0, 0)
+    mixer = _MIXERS[fam.mixer](k, hidden) if n_state else (0, 0, 0)
     embed = vocab * hidden + (k.int("n_positions", k.get("max_position_embeddings")) * hidden
                               if fam.positions_key else 0)  # fmt: skip
     head = 0 if _tied(k, fam, outer, notes) else vocab * hidden + (vocab if fam.head_bias else 0)
@@ -1247,15 +1241,14 @@ def _size(k: _Keys, mtype: str, fam: Family, outer: dict, notes: list[str]) -> M
         + head
         + norm  # final norm
         + (layers if fam.parallel else layers - n_state) * attn
-        + n_state * state_params
+        + n_state * mixer[0]
         + layers * norms * norm
         + (layers - n_moe) * dense_mlp
         + n_moe * moe_layer
     )
     windowed = kinds.count("sliding")
-    return ModelSpec(
-        name="",
-        source=k.source,
+    return _spec(
+        k, outer, (n_state, mixer),
         layers=layers,
         hidden=hidden,
         vocab=vocab,
@@ -1269,13 +1262,24 @@ def _size(k: _Keys, mtype: str, fam: Family, outer: dict, notes: list[str]) -> M
         expert_params=moe["expert"](hidden) if moe["experts"] else 0,
         window_layers=windowed,
         window=_window(k) if windowed else 0,
-        state_layers=n_state,
-        state_elements=n_state * state_elems,
-        state_f32_elements=n_state * k.state_f32,
         state_beside_attention=fam.parallel,
         **index_dims,
-        **_quantization(k, outer, moe["experts"] > 0),
         **dims,
+    )  # fmt: skip
+
+
+def _spec(k: _Keys, outer: dict, state: tuple[int, Mixer], **fields: Any) -> ModelSpec:
+    """The :class:`ModelSpec` of ``fields``, with ``state``'s (state layers, one layer's
+    :data:`Mixer`) state and the checkpoint's quantization."""
+    layers, (_, elements, f32) = state
+    return ModelSpec(
+        name="",
+        source=k.source,
+        state_layers=layers,
+        state_elements=layers * elements,
+        state_f32_elements=layers * f32,
+        **_quantization(k, outer, fields["experts"] > 0),
+        **fields,
     )
 
 
@@ -1337,7 +1341,7 @@ def _size_blocks(k: _Keys, fam: Family, outer: dict, notes: list[str]) -> ModelS
     if n["full"]:
         heads = k.int("num_attention_heads")
         attn, dims = _gqa_attention(k, fam, hidden, heads)
-    state_params, state_elems = _mamba2(k, hidden) if n["state"] else (0, 0)
+    mixer = _mamba2(k, hidden) if n["state"] else (0, 0, 0)
     bias = k.flag("mlp_bias", False)
     mlp = 0
     k.get("intermediate_size")  # the MLP blocks' width (none without them)
@@ -1364,10 +1368,9 @@ def _size_blocks(k: _Keys, fam: Family, outer: dict, notes: list[str]) -> ModelS
     embed = vocab * hidden
     head = 0 if _tied(k, fam, outer, notes) else vocab * hidden
     total = (embed + head + hidden * (1 + len(kinds)) + n["full"] * attn
-             + n["state"] * state_params + n["mlp"] * mlp + n["moe"] * moe)  # fmt: skip
-    return ModelSpec(
-        name="",
-        source=k.source,
+             + n["state"] * mixer[0] + n["mlp"] * mlp + n["moe"] * moe)  # fmt: skip
+    return _spec(
+        k, outer, (n["state"], mixer),
         layers=n["state"] + n["full"],
         hidden=hidden,
         vocab=vocab,
@@ -1379,12 +1382,8 @@ def _size_blocks(k: _Keys, fam: Family, outer: dict, notes: list[str]) -> ModelS
         experts_per_token=per_token,
         moe_layers=n["moe"],
         expert_params=expert,
-        state_layers=n["state"],
-        state_elements=n["state"] * state_elems,
-        state_f32_elements=n["state"] * k.state_f32,
-        **_quantization(k, outer, experts > 0),
         **dims,
-    )
+    )  # fmt: skip
 
 
 def _warn(k: _Keys, source: str, notes: list[str]) -> None:

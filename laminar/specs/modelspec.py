@@ -193,15 +193,13 @@ class ModelSpec:
         kv = self.kv_bytes_per_token(dtype_bytes, context) - state
         return kv / self.kv_shards(tp) + state / tp
 
-    def kv_read_bytes_per_token_per_gpu(self, dtype_bytes: int, context: int | None, tp: int,
-                                        *, with_state: bool = True) -> float:  # fmt: skip
-        """:meth:`kv_read_bytes_per_token` on one GPU of a TP-``tp`` replica (as
-        :meth:`kv_bytes_per_token_per_gpu`); ``with_state`` False: the attention layers' KV
-        only (a decode step reads each sequence's whole state, whatever its length:
-        :meth:`state_bytes_per_sequence_per_gpu`)."""
-        state = self._state_per_token(dtype_bytes, context)
-        kv = self.kv_read_bytes_per_token(dtype_bytes, context) - state
-        return kv / self.kv_shards(tp) + (state / tp if with_state else 0.0)
+    def kv_read_bytes_per_token_per_gpu(self, dtype_bytes: int, context: int | None,
+                                        tp: int) -> float:  # fmt: skip
+        """The attention layers' part of :meth:`kv_read_bytes_per_token` on one GPU of a
+        TP-``tp`` replica (split over :meth:`kv_shards`); a decode step reads each sequence's
+        whole state besides, whatever its length (:meth:`state_bytes_per_sequence_per_gpu`)."""
+        kv = self.kv_read_bytes_per_token(dtype_bytes, context)
+        return (kv - self._state_per_token(dtype_bytes, context)) / self.kv_shards(tp)
 
     def state_bytes_per_sequence_per_gpu(self, dtype_bytes: int, tp: int) -> float:
         """:meth:`state_bytes_per_sequence` on one GPU of a TP-``tp`` replica (vLLM shards the
