@@ -8,8 +8,9 @@ touches), never raw config keys, and each coefficient's source string records th
 and the numbers that went in, so ``cost_model.json`` in a run directory explains itself.
 
 Decode is memory-bound at rollout batch sizes (DESIGN.md): a step reads the dense weights once
-per replica, the routed experts its batch touches, and the K and V of every cached token; the
-per-sequence term is the matmul FLOPs (and, with expert parallelism, the all-to-all bytes).
+per replica, the routed experts its batch touches, and the K and V of every cached token, and
+pays a per-layer floor (the kernels of a layer take that long however few bytes they read);
+the per-sequence term is the matmul FLOPs (and, with expert parallelism, the all-to-all bytes).
 The trainer's terms are in ``laminar.sim.costtrain``.
 """
 
@@ -149,7 +150,7 @@ def derive_specs(
     replica = rollout_replica(_Cfg(dtype, quant, memory_utilization), m, hw, tp, ep, context)
     _derive_memory(put, hw, m, replica, memory_utilization, context)
     _derive_decode(put, hw, m, (dense, routed, dtype, context), tp, ep, fp8, gpus_per_machine)
-    _derive_prefill(put, hw, m, (dense + routed, context), tp, ep, fp8, gpus_per_machine)
+    _derive_prefill(put, hw, m, (dense, routed, context), tp, ep, fp8, gpus_per_machine)
     derive_train(put, hw, m, dtype, train_precision)
     derive_links(put, hw, gpus_per_machine)
     return CostModel(c, f"{hw.name} / {m.name} / tp={tp}" + (f" ep={ep}" if ep > 1 else ""))
@@ -181,6 +182,7 @@ def _derive_decode(put, hw, m: ModelSpec, weights, tp, ep, fp8, gpm) -> None:
     dense, routed, dtype, context = weights
     hbm = hw["hbm_bytes_per_s"]
     w_eff, kv_eff = hw.facts["decode_weight_bw_efficiency"], hw.facts["decode_kv_bw_efficiency"]
+    x_eff = hw.facts["decode_expert_bw_efficiency"]
     peak = hw.peak_flops(fp8)
     f_eff = hw.facts["decode_flops_efficiency"]
     allreduce = 0.0 if tp == 1 else 2 * m.layers * hw["tp_allreduce_s"]
@@ -188,9 +190,15 @@ def _derive_decode(put, hw, m: ModelSpec, weights, tp, ep, fp8, gpm) -> None:
     a2a_base, a2a_per_seq, link = _alltoall(hw, m, tp, ep, gpm)
     put(
         "decode_base_s",
-        dense / tp / (hbm * w_eff.value) + allreduce + x_base + a2a_base,
+        dense / tp / (hbm * w_eff.value)
+        + m.layers * hw["decode_layer_floor_s"]
+        + allreduce
+        + x_base
+        + a2a_base,
         "s",
-        f"dense weights/tp / (hbm {hbm:.3g} B/s x {w_eff.value} [{w_eff.cite()}]) + "
+        f"dense weights/tp / (hbm {hbm:.3g} B/s x {w_eff.value} [{w_eff.cite()}]) + layers "
+        f"{m.layers} x decode_layer_floor_s {hw['decode_layer_floor_s']:.3g} "
+        f"[{hw.facts['decode_layer_floor_s'].cite()}] + "
         f"{'2 x layers x tp_allreduce_s' if tp > 1 else 'no TP all-reduce at tp=1'}"
         + x_why
         + (f" + 2 x moe_layers x alltoall_startup_s (EP {ep})" if ep > 1 else ""),
@@ -226,10 +234,10 @@ def _derive_decode(put, hw, m: ModelSpec, weights, tp, ep, fp8, gpm) -> None:
     expert_bytes = routed / max(1, m.moe_layers * m.experts) if m.is_moe else 0.0
     put(
         "decode_per_expert_s",
-        m.moe_layers * expert_bytes / (tp * ep) / (hbm * w_eff.value) if m.is_moe else 0.0,
+        m.moe_layers * expert_bytes / (tp * ep) / (hbm * x_eff.value) if m.is_moe else 0.0,
         "s/expert",
         f"moe_layers {m.moe_layers} x one expert's bytes {expert_bytes:.4g} / (tp x ep) / (hbm x "
-        f"{w_eff.value}); a step reads E(1-(1-k/E)^b) experts a layer",
+        f"{x_eff.value} [{x_eff.cite()}]); a step reads E(1-(1-k/E)^b) experts a layer",
     )
 
 
@@ -264,18 +272,23 @@ def _alltoall(hw, m: ModelSpec, tp, ep, gpm) -> tuple[float, float, str]:
 
 
 def _derive_prefill(put, hw, m: ModelSpec, weights, tp, ep, fp8, gpm) -> None:
-    all_bytes, context = weights
+    dense, routed, context = weights
     hbm = hw["hbm_bytes_per_s"]
     w_eff = hw.facts["decode_weight_bw_efficiency"]
+    x_eff = hw.facts["decode_expert_bw_efficiency"]
     eff = hw.facts["prefill_flops_efficiency"]
     peak = hw.peak_flops(fp8)
     allreduce = 0.0 if tp == 1 else 2 * m.layers * hw["tp_allreduce_s"]
     x_base, x_per_token, _ = _tp_across_machines(hw, m, tp, gpm)
     put(
         "prefill_base_s",
-        all_bytes / (tp * ep) / (hbm * w_eff.value) + allreduce + x_base,
+        (dense / (hbm * w_eff.value) + routed / (hbm * x_eff.value)) / (tp * ep)
+        + m.layers * hw["decode_layer_floor_s"]
+        + allreduce
+        + x_base,
         "s",
-        "one pass over all weights (every expert) per prefill batch, as decode_base_s",
+        "one pass over all weights (every expert, at decode_expert_bw_efficiency) per prefill "
+        "batch, and the per-layer floor, as decode_base_s",
     )
     _, a2a_per_token, _ = _alltoall(hw, m, tp, ep, gpm)
     put(

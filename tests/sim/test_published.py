@@ -65,3 +65,42 @@ def test_a_row_is_simulated_and_rendered(pub, loaded, tmp_path):
     text = pub.render([row], sources, tables, skipped, 0.0, [{"title": "T", "text": "x"}])
     assert f"| {row.id} | one-step | 16 | 74.6 | {row.simulated_s:.1f} |" in text
     assert "## Why rows miss" in text and "median |simulated/published - 1|" in text
+
+
+def test_misses_and_wrong_orderings_name_their_finding(pub):
+    def row(i, group, published, simulated):
+        r = pub.Row(i, "t", "s", group, "verl" if i.endswith("on") else "one-step", 8,
+                    published, {})  # fmt: skip
+        r.simulated_s, r.stages = simulated, {k: 0.0 for k in pub.STAGES}
+        return r
+
+    rows = [row("x-on", "g", 100, 50), row("x-off", "g", 60, 70), row("y-on", "h", 10, 10.5)]
+    findings = [{"title": "X", "text": "why x", "explains": ["x-*"]},
+                {"title": "None", "text": "n", "explains": []}]  # fmt: skip
+    why = pub.attribute(rows, findings)
+    assert why == {"x-on": [1], "x-off": [1], "y-on": []}
+    text = pub.render(rows, {}, [], [], 0.0, findings)
+    assert "| x-on | 0.50 | under | F1 |" in text and "| x-off | 1.17 |" not in text
+    assert "explains: **0**" in text and "**F1. X.** why x" in text
+    # the wrong ordering (x-off published faster, simulated slower) is explained by F1
+    assert "| x-off | x-on | sync vs async | 0.60x | 1.40x | **no** | F1 |" in text
+    # without the finding, the row and the ordering are listed as unexplained
+    text = pub.render(rows, {}, [], [], 0.0, findings[1:])
+    assert "**2** (x-on, x-off vs x-on)" in text
+    assert "| x-on | 0.50 | under | **not explained** |" in text
+
+
+def test_every_shipped_miss_is_explained_and_every_pattern_matches(pub, loaded):
+    rows, _, tables, _ = loaded
+    findings = pub.load_file(ROOT / "benchmarks" / "published_rows.yaml")["findings"]
+    ids = [r.id for r in rows]
+    for f in findings:
+        for pattern in f.get("explains", []):
+            assert any(pub.fnmatch.fnmatchcase(i, pattern) for i in ids), (f["title"], pattern)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for r in rows:
+            pub.run_row(r)
+    why = pub.attribute(rows, findings)
+    misses = [r for r in rows if abs(r.ratio - 1) > pub.GOAL]
+    assert pub.unexplained(misses, pub.orderings(rows, tables), why) == []
