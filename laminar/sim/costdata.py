@@ -245,18 +245,19 @@ def _tp_across_machines(hw, m: ModelSpec, tp, gpm) -> tuple[float, float, str]:
     """(per-step latency, per-sequence seconds, why) a TP group spanning NVLink domains adds to
     each forward: NCCL's hierarchical all-reduce, inside each domain over NVLink (the
     ``tp_allreduce_s`` already charged) and across its n = tp/domain domains in a ring, 2(n-1)
-    RDMA messages (``rdma_startup_s`` each) moving 2(n-1)/n of a token's hidden state (16-bit)
-    through each domain's NICs (its machines'); two all-reduces a layer (Megatron TP). 0 inside
-    one domain (one machine, or a GB200 NVL72 rack)."""
+    steps between machines (``tp_allreduce_cross_s`` each: a small all-reduce's latency between
+    machines, measured end to end) moving 2(n-1)/n of a token's hidden state (16-bit) through
+    each domain's NICs (its machines'); two all-reduces a layer (Megatron TP). 0 inside one
+    domain (one machine, or a GB200 NVL72 rack)."""
     domain = hw.nvlink_gpus(gpm)
     n = -(-tp // domain)  # domains it spans (72-GPU racks need not divide a power of two)
     if n <= 1:
         return 0.0, 0.0, ""
     nic = hw.machine_nic_bytes_per_s * domain / gpm * hw.facts["rdma_efficiency"].value
-    base = 2 * m.layers * 2 * (n - 1) * hw["rdma_startup_s"]
+    base = 2 * m.layers * 2 * (n - 1) * hw["tp_allreduce_cross_s"]
     per_seq = 2 * m.layers * 2 * (n - 1) / n * m.hidden * 2 / nic
     where = "machines" if domain == gpm else "NVLink domains"
-    return base, per_seq, f" + 2 x layers x ring over {n} {where} (2(n-1) x rdma_startup_s)"
+    return base, per_seq, f" + 2 x layers x ring over {n} {where} (2(n-1) x tp_allreduce_cross_s)"
 
 
 def _alltoall(hw, m: ModelSpec, tp, ep, gpm) -> tuple[float, float, str]:
