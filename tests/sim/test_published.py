@@ -63,7 +63,7 @@ def test_a_row_is_simulated_and_rendered(pub, loaded, tmp_path):
     assert not row.error and row.simulated_s > 0
     assert sum(row.stages.values()) == pytest.approx(row.simulated_s, rel=1e-6)
     text = pub.render([row], sources, tables, skipped, 0.0, [{"title": "T", "text": "x"}])
-    assert f"| {row.id} | one-step | 16 | 74.6 | {row.simulated_s:.1f} |" in text
+    assert f"| {row.id} | {row.system} | 16 | 74.6 | {row.simulated_s:.1f} |" in text
     assert "## Why rows miss" in text and "median |simulated/published - 1|" in text
 
 
