@@ -289,3 +289,36 @@ def test_a_gpus_own_published_runs_win_over_its_architectures():
     own = train_mfu("hopper", n, moe=True, hardware="h20").value
     assert rate["h20"] == pytest.approx(148e12 * own)
     assert rate["h100-sxm"] == pytest.approx(989.4e12 * 0.160)
+
+
+def _base(*overrides):
+    cfg = load_config(overrides=["cluster.hardware=h100-sxm", *overrides])
+    return cost_model_for(cfg).decode_base_s
+
+
+def test_decode_base_is_bytes_plus_a_floor_a_layer_plus_the_all_reduces_between_machines():
+    hw = catalog_hardware("h100-sxm")
+    spec = catalog_spec("qwen3-8b")
+    one = ["model.name=qwen3-8b", "model.rollout_tp=1"]
+    floor = _base(*one) - _base(*one, "cluster.hardware_spec={decode_layer_floor_s: 0}")
+    assert floor == pytest.approx(spec.layers * hw["decode_layer_floor_s"])
+    # a replica of 16 GPUs spans two 8-GPU machines: 2 all-reduces a layer, 2 ring steps each
+    wide = ["model.name=deepseek-v3", "model.rollout_tp=16", "model.rollout_quant=fp8",
+            "cluster.gpus=16", "sim.gpu_memory_utilization=0.9"]  # fmt: skip
+    cross = _base(*wide) - _base(*wide, "cluster.hardware_spec={tp_allreduce_cross_s: 0}")
+    ds = catalog_spec("deepseek-v3")
+    assert cross == pytest.approx(2 * ds.layers * 2 * hw["tp_allreduce_cross_s"])
+    # inside one machine the step between machines is not charged
+    eight = ["model.name=qwen3-8b", "model.rollout_tp=8"]
+    assert _base(*eight) == _base(*eight, "cluster.hardware_spec={tp_allreduce_cross_s: 0}")
+
+
+def test_experts_read_at_their_own_rate():
+    moe = ["model.name=qwen3-30b-a3b", "model.rollout_tp=2"]
+    slow = load_config(overrides=["cluster.hardware=h100-sxm", *moe,
+                                  "cluster.hardware_spec={decode_expert_bw_efficiency: 0.33}"])
+    fast = load_config(overrides=["cluster.hardware=h100-sxm", *moe])
+    assert cost_model_for(slow).decode_per_expert_s == pytest.approx(
+        2 * cost_model_for(fast).decode_per_expert_s)
+    # the dense weights' rate is another fact
+    assert cost_model_for(slow).decode_base_s == cost_model_for(fast).decode_base_s
