@@ -291,9 +291,12 @@ def test_a_gpus_own_published_runs_win_over_its_architectures():
     assert rate["h100-sxm"] == pytest.approx(989.4e12 * 0.160)
 
 
+def _cost(*overrides):
+    return cost_model_for(load_config(overrides=["cluster.hardware=h100-sxm", *overrides]))
+
+
 def _base(*overrides):
-    cfg = load_config(overrides=["cluster.hardware=h100-sxm", *overrides])
-    return cost_model_for(cfg).decode_base_s
+    return _cost(*overrides).decode_base_s
 
 
 def test_decode_base_is_bytes_plus_a_floor_a_layer_plus_the_all_reduces_between_machines():
@@ -315,10 +318,8 @@ def test_decode_base_is_bytes_plus_a_floor_a_layer_plus_the_all_reduces_between_
 
 def test_experts_read_at_their_own_rate():
     moe = ["model.name=qwen3-30b-a3b", "model.rollout_tp=2"]
-    slow = load_config(overrides=["cluster.hardware=h100-sxm", *moe,
-                                  "cluster.hardware_spec={decode_expert_bw_efficiency: 0.33}"])
-    fast = load_config(overrides=["cluster.hardware=h100-sxm", *moe])
-    assert cost_model_for(slow).decode_per_expert_s == pytest.approx(
-        2 * cost_model_for(fast).decode_per_expert_s)
+    slow = _cost(*moe, "cluster.hardware_spec={decode_expert_bw_efficiency: 0.33}")
+    fast = _cost(*moe)
+    assert slow.decode_per_expert_s == pytest.approx(2 * fast.decode_per_expert_s)
     # the dense weights' rate is another fact
-    assert cost_model_for(slow).decode_base_s == cost_model_for(fast).decode_base_s
+    assert slow.decode_base_s == fast.decode_base_s
