@@ -126,6 +126,19 @@ def skipped_faults(summary: dict) -> str:
     return "; ".join(bad)
 
 
+def generated_tokens(result: dict) -> int:
+    """Tokens every rollout generated in the run, the dead ones' too: a live rollout's own count
+    at the end, a dead one's last count the manager polled (its ``kv_series``; what it made
+    after that poll is not seen). Counting the live rollouts alone lost a dead rollout's tokens,
+    all of them when the run's trajectories were generated before the deaths."""
+    last: dict[str, int] = {}
+    polled = result.get("manager", {}).get("kv_series", [])
+    for s in [*polled, *result["rollout_stats"]]:
+        rid = s.get("replica_id", "")
+        last[rid] = max(last.get(rid, 0), int(s["gen_tokens"]))
+    return sum(last.values())
+
+
 def summarize(cfg: LaminarConfig, result: dict) -> dict:
     """``summary.json``: every figure the issue asks for, plus what explains them."""
     steps, wall_s = result["steps"], result["wall_s"]
@@ -133,7 +146,7 @@ def summarize(cfg: LaminarConfig, result: dict) -> dict:
     rewards = [s["reward_mean"] for s in steps]
     consumed = [r for r in result["ledger"] if r["consumed_version"] >= 0]
     stale = [r["consumed_version"] - r["traj"].version for r in consumed]
-    gen_tokens = sum(s["gen_tokens"] for s in result["rollout_stats"])
+    gen_tokens = generated_tokens(result)
     events = result["manager"]["events"]
     repacks = [e for e in events if e["kind"] == "repack"]
     return {
