@@ -50,6 +50,7 @@ class Row:
     overrides: dict
     simulated_s: float = float("nan")
     stages: dict = field(default_factory=dict)
+    published_stages: dict = field(default_factory=dict)  # the stages the source prints
     error: str = ""
 
     @property
@@ -67,8 +68,26 @@ def load_rows(path: Path) -> tuple[list[Row], dict, list[dict], list[dict]]:
             over = {**t["base"], **r.get("set", {}), "cluster.gpus": gpus,
                     "sim.systems": f"[{r['system']}]"}  # fmt: skip
             rows.append(Row(r["id"], t["name"], t["source"], r["group"], r["system"], gpus,
-                            float(r["published_s"]), over))  # fmt: skip
+                            float(r["published_s"]), over,
+                            published_stages=_stages(path, r)))  # fmt: skip
     return rows, data["sources"], data["tables"], data.get("skipped", [])
+
+
+def _stages(path: Path, row: dict) -> dict[str, float]:
+    """A row's ``stages``: seconds a step the source prints for some of :data:`STAGES` (a
+    stage the source leaves out, or prints as not run, is absent)."""
+    given = row.get("stages") or {}
+    if not isinstance(given, dict):
+        raise ValueError(f"{path}: row {row.get('id')}: stages: a mapping of stage to seconds")
+    out = {}
+    for k, v in given.items():
+        if k not in STAGES:
+            raise ValueError(f"{path}: row {row.get('id')}: stages.{k}: not a stage "
+                             f"(one of {', '.join(STAGES)})")  # fmt: skip
+        if isinstance(v, bool) or not isinstance(v, int | float) or not v >= 0:
+            raise ValueError(f"{path}: row {row.get('id')}: stages.{k}: {v!r} is not seconds")
+        out[k] = float(v)
+    return out
 
 
 def load_file(path: Path) -> dict:
@@ -168,6 +187,42 @@ def _orderings_section(orders, why) -> list[str]:
     return lines
 
 
+STAGE_NAMES = {"gen_s": "generation", "old_logprob_s": "old log-probs", "ref_s": "reference",
+               "update_s": "update", "weight_sync_s": "weight sync"}  # fmt: skip
+
+
+def _stages_section(done: list[Row]) -> list[str]:
+    """Published beside simulated stage seconds, for the rows whose source prints stages: where
+    a step's miss sits."""
+    staged = [r for r in done if r.published_stages]
+    if not staged:
+        return []
+    lines = ["", "## Stages the sources print", "",
+             "Seconds a step, published and simulated, for the rows whose source prints its "
+             "stages; gap: simulated - published. The stage with the largest gap (bold) is "
+             "where most of the row's miss sits.", "",
+             "| id | step sim/pub | stage | published s | simulated s | sim/pub | gap s |",
+             "|---|---:|---|---:|---:|---:|---:|"]  # fmt: skip
+    for r in staged:
+        gaps = {k: r.stages[k] - pub for k, pub in r.published_stages.items()}
+        worst = max(gaps, key=lambda k: abs(gaps[k]))
+        for k, pub in r.published_stages.items():
+            sim = r.stages[k]
+            ratio = f"{sim / pub:.2f}" if pub > 0 else "-"
+            name = f"**{STAGE_NAMES[k]}**" if k == worst else STAGE_NAMES[k]
+            lines.append(f"| {r.id} | {r.ratio:.2f} | {name} | {pub:.1f} | {sim:.1f} | "
+                         f"{ratio} | {gaps[k]:+.1f} |")  # fmt: skip
+    over = [
+        f"{r.id} ({sum(r.published_stages.values()):.1f} s of stages, a {r.published_s:g} s step)"
+        for r in staged
+        if sum(r.published_stages.values()) > r.published_s
+    ]
+    if over:
+        lines += ["", "Printed stages that add up to more than the printed step (the source's "
+                  "own figures, as printed): " + "; ".join(over) + "."]  # fmt: skip
+    return lines
+
+
 def _misses_section(done: list[Row], misses: list[Row], why) -> list[str]:
     lines = ["", f"## Rows outside {GOAL:.0%}", ""]
     if not misses:
@@ -239,6 +294,7 @@ def render(rows, sources, tables, skipped, took_s: float, findings=()) -> str:
         for a, b in gains:
             lines.append(f"| {a.id} | {b.id} | {a.published_s / b.published_s - 1:+.1%} | "
                          f"{a.simulated_s / b.simulated_s - 1:+.1%} |")  # fmt: skip
+    lines += _stages_section(done)
     lines += _misses_section(done, misses, why)
     if findings:
         lines += ["", "## Why rows miss", ""]

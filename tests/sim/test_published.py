@@ -104,3 +104,44 @@ def test_every_shipped_miss_is_explained_and_every_pattern_matches(pub, loaded):
     why = pub.attribute(rows, findings)
     misses = [r for r in rows if abs(r.ratio - 1) > pub.GOAL]
     assert pub.unexplained(misses, pub.orderings(rows, tables), why) == []
+
+
+def test_published_stages_are_set_beside_the_simulated_ones(pub):
+    r = pub.Row("v-on", "t", "s", "g", "verl", 8, 100.0, {},
+                published_stages={"gen_s": 60.0, "update_s": 40.0})  # fmt: skip
+    r.simulated_s = 150.0
+    r.stages = {k: 0.0 for k in pub.STAGES} | {"gen_s": 70.0, "update_s": 80.0}
+    bare = pub.Row("w-on", "t", "s", "g", "verl", 8, 100.0, {})
+    bare.simulated_s, bare.stages = 100.0, {k: 0.0 for k in pub.STAGES}
+    text = pub.render([r, bare], {}, [], [], 0.0)
+    assert "## Stages the sources print" in text
+    assert "| v-on | 1.50 | generation | 60.0 | 70.0 | 1.17 | +10.0 |" in text
+    # the update's gap (+40 s) is the larger: bolded as where the miss sits
+    assert "| v-on | 1.50 | **update** | 40.0 | 80.0 | 2.00 | +40.0 |" in text
+    assert "| w-on | 1.00 | generation" not in text  # its source prints no stages
+    assert "## Stages" not in pub.render([bare], {}, [], [], 0.0)
+
+
+def test_shipped_stages_are_known_stages_and_a_bad_one_names_its_row(pub, loaded, tmp_path):
+    rows, *_ = loaded
+    staged = [r for r in rows if r.published_stages]
+    assert staged and all(set(r.published_stages) <= set(pub.STAGES) for r in staged)
+    data = pub.load_file(ROOT / "benchmarks" / "published_rows.yaml")
+    for bad, what in (({"generation": 3.0}, "stages.generation: not a stage"),
+                      ({"gen_s": -1}, "stages.gen_s: -1 is not seconds"),
+                      ([1, 2], "stages: a mapping")):  # fmt: skip
+        data["tables"][0]["rows"][0]["stages"] = bad
+        path = tmp_path / "rows.yaml"
+        path.write_text(pub.yaml.safe_dump(data))
+        with pytest.raises(ValueError, match="row verl-7b-sync-32: " + what):
+            pub.load_rows(path)
+
+
+def test_stages_adding_up_past_the_step_are_pointed_out(pub):
+    r = pub.Row("v-on", "t", "s", "g", "verl", 8, 100.0, {},
+                published_stages={"gen_s": 30.0, "update_s": 80.0})  # fmt: skip
+    r.simulated_s, r.stages = 100.0, {k: 10.0 for k in pub.STAGES}
+    text = pub.render([r], {}, [], [], 0.0)
+    assert "more than the printed step" in text and "v-on (110.0 s of stages, a 100 s step)" in text
+    r.published_stages = {"gen_s": 30.0, "update_s": 60.0}
+    assert "more than the printed step" not in pub.render([r], {}, [], [], 0.0)
