@@ -30,3 +30,8 @@ def test_every_rollout_dead_before_the_end_still_counts():
 def test_no_poll_recorded_uses_the_live_counts():
     final = [{"replica_id": "r0", "gen_tokens": 12}, {"replica_id": "r1", "gen_tokens": 30}]
     assert generated_tokens({"manager": {}, "rollout_stats": final}) == 42
+
+
+def test_counts_without_a_replica_id_are_not_merged():
+    final = [{"gen_tokens": 12}, {"gen_tokens": 30}]
+    assert generated_tokens({"manager": {}, "rollout_stats": final}) == 42

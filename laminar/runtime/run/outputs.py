@@ -133,8 +133,8 @@ def generated_tokens(result: dict) -> int:
     all of them when the run's trajectories were generated before the deaths."""
     last: dict[str, int] = {}
     polled = result.get("manager", {}).get("kv_series", [])
-    for s in [*polled, *result["rollout_stats"]]:
-        rid = s.get("replica_id", "")
+    for i, s in enumerate([*polled, *result["rollout_stats"]]):
+        rid = s.get("replica_id") or f"#{i}"  # one without an id is a rollout of its own
         last[rid] = max(last.get(rid, 0), int(s["gen_tokens"]))
     return sum(last.values())
 
