@@ -38,6 +38,8 @@ from laminar.policy.relay import broadcast_time, optimal_chunks
 from laminar.policy.staleness import StalenessBound
 from laminar.sim.cost import CostModel
 from laminar.sim.systems import GpuSplit, Proc, System
+from laminar.specs.model import model_spec
+from laminar.specs.tensors import tensor_groups
 
 
 class GlobalSync(System):
@@ -123,12 +125,45 @@ class Verl(GlobalSync):
         """Resharding in verl's hybrid engine (assumption, from its FSDP-to-vLLM sharding
         manager): each parameter is all-gathered onto every GPU, which then loads its rollout
         shard; a machine's NICs carry one full copy per GPU. Inside one NVLink domain (a
-        machine, or a GB200 NVL72 rack): NVLink."""
+        machine, or a GB200 NVL72 rack): NVLink.
+
+        Across machines the hand-over goes a tensor at a time (verl's sharding manager gathers
+        parameter by parameter; NeMo RL's Megatron refit exports tensor by tensor through
+        Megatron-Bridge, a pipeline-parallel broadcast and an expert-parallel all-gather per
+        tensor): each tensor is its own pipelined broadcast over the machines, App. D's chain
+        (``laminar.policy.relay``, ``rdma_startup_s`` a chunk), and pays the chain's fill before
+        the next starts. Tensors from ``laminar.specs.tensors``: a model of tens of thousands
+        of expert tensors over tens of machines pays the fill tens of thousands of times."""
         cost, c = cluster.cost, self.cfg.cluster
         gpm = min(c.gpus_per_machine, c.gpus)
         if c.gpus <= max(gpm, cost.nvlink_gpus):
             return cost.transfer_s(cost.weight_bytes, "nvlink")
-        return cost.transfer_s(gpm * cost.weight_bytes, "rdma")
+        machines = -(-self._copy_gpus(c.gpus) // gpm)
+        if machines <= 1:  # one copy of the model inside a machine: no chain to fill
+            return cost.transfer_s(gpm * cost.weight_bytes, "rdma")
+        a, b = cost.rdma_startup_s, cost.rdma_beta_s_per_byte
+        spec = self._spec()
+        total = 0.0
+        for params, n in tensor_groups(spec):
+            m = gpm * cost.weight_bytes * params / spec.total_params
+            total += n * broadcast_time(machines, optimal_chunks(machines, m, a, b), m, a, b)
+        return total
+
+    def _copy_gpus(self, gpus: int) -> int:
+        """GPUs that hold one copy of the model between them, the span of each tensor's
+        broadcast: the trainer's model-parallel group (tp x pp x ep: Megatron replicates the
+        parameters over its data-parallel ranks, which export their copies side by side), or
+        every GPU for a trainer without model parallelism (FSDP shards each parameter over all
+        of them)."""
+        t = self.cfg.trainer
+        group = t.tp * t.pp * t.ep
+        return gpus if group <= 1 else min(gpus, group)
+
+    def _spec(self):
+        """The model's :class:`~laminar.specs.modelspec.ModelSpec` (read once)."""
+        if getattr(self, "_model_spec", None) is None:
+            self._model_spec = model_spec(self.cfg.model)
+        return self._model_spec
 
     def publish(self, cluster, version: int) -> Proc:
         stall_s = yield from self.sync_weights(cluster, version)

@@ -1,0 +1,59 @@
+"""verl's colocated hand-over moves the weights a tensor at a time (``Verl.sync_s``)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from laminar.config import load_config
+from laminar.sim.baselines import Verl
+from laminar.sim.costdata import cost_model_for
+from laminar.specs.model import catalog_spec
+from laminar.specs.tensors import tensor_count
+
+DSV3 = ["model.name=deepseek-v3", "model.rollout_tp=32", "cluster.hardware=h100-sxm",
+        "trainer.pp=16", "trainer.ep=16", "workload.max_prompt_len=512",
+        "workload.max_response_len=1024"]  # fmt: skip
+
+
+def _sync(overrides: list[str]) -> tuple[float, float]:
+    """(the hand-over's seconds, one bulk transfer of a machine's copies over its NICs)."""
+    cfg = load_config(overrides=[*overrides, "sim.systems=[verl]"])
+    cost = cost_model_for(cfg)
+    gpm = min(cfg.cluster.gpus_per_machine, cfg.cluster.gpus)
+    bulk = cost.transfer_s(gpm * cost.weight_bytes, "rdma")
+    return Verl(cfg).sync_s(SimpleNamespace(cost=cost)), bulk
+
+
+def test_tens_of_thousands_of_tensors_over_many_machines_pay_the_chain_fill():
+    sync, bulk = _sync([*DSV3, "cluster.gpus=256"])
+    # DeepSeek-V3: ~45,000 tensors, each a pipelined broadcast over 32 machines
+    assert tensor_count(catalog_spec("deepseek-v3")) > 40_000
+    assert 1.5 * bulk < sync < 4 * bulk
+
+
+def test_the_chain_spans_one_copy_of_the_model_not_every_machine():
+    """Megatron's data-parallel replicas export their copies side by side: 512 GPUs of PP 16 x
+    EP 16 hand over as fast as 256; a trainer without model parallelism (FSDP) spans them all."""
+    at256, _ = _sync([*DSV3, "cluster.gpus=256"])
+    at512, _ = _sync([*DSV3, "cluster.gpus=512"])
+    assert at512 == pytest.approx(at256, rel=1e-12)
+    dense = ["model.name=qwen2.5-7b", "cluster.hardware=h100-sxm"]
+    small, small_bulk = _sync([*dense, "cluster.gpus=32"])
+    large, large_bulk = _sync([*dense, "cluster.gpus=256"])
+    assert small_bulk == pytest.approx(large_bulk)  # a machine's NICs carry the same bytes
+    assert small < large  # but the chain over 32 machines fills longer than over 4
+
+
+def test_two_machines_have_no_chain_to_fill_and_one_machine_stays_on_nvlink():
+    cfg_over = ["model.name=qwen2.5-7b", "cluster.hardware=h100-sxm"]
+    two, bulk = _sync([*cfg_over, "cluster.gpus=16"])
+    cfg = load_config(overrides=[*cfg_over, "cluster.gpus=16", "sim.systems=[verl]"])
+    a = cost_model_for(cfg).rdma_startup_s
+    n = tensor_count(catalog_spec("qwen2.5-7b"))
+    assert two == pytest.approx(bulk + (n - 1) * a, rel=1e-9)  # a start-up a tensor, no fill
+    cfg = load_config(overrides=[*cfg_over, "cluster.gpus=8", "sim.systems=[verl]"])
+    cost = cost_model_for(cfg)
+    one = Verl(cfg).sync_s(SimpleNamespace(cost=cost))
+    assert one == pytest.approx(cost.transfer_s(cost.weight_bytes, "nvlink"))
