@@ -124,8 +124,8 @@ class Verl(GlobalSync):
     def sync_s(self, cluster) -> float:
         """Resharding in verl's hybrid engine (assumption, from its FSDP-to-vLLM sharding
         manager): each parameter is all-gathered onto every GPU, which then loads its rollout
-        shard; a machine's NICs carry one full copy per GPU. Inside one NVLink domain (a
-        machine, or a GB200 NVL72 rack): NVLink.
+        shard; a machine's NICs carry one full copy per GPU. When the GPUs holding one copy
+        of the model share an NVLink domain (a machine, or a GB200 NVL72 rack): NVLink.
 
         Across machines the hand-over goes a tensor at a time (verl's sharding manager gathers
         parameter by parameter; NeMo RL's Megatron refit exports tensor by tensor through
@@ -136,11 +136,10 @@ class Verl(GlobalSync):
         of expert tensors over tens of machines pays the fill tens of thousands of times."""
         cost, c = cluster.cost, self.cfg.cluster
         gpm = min(c.gpus_per_machine, c.gpus)
-        if c.gpus <= max(gpm, cost.nvlink_gpus):
+        copy = self._copy_gpus(c.gpus)
+        if copy <= max(gpm, cost.nvlink_gpus):  # each copy's GPUs share an NVLink domain
             return cost.transfer_s(cost.weight_bytes, "nvlink")
-        machines = -(-self._copy_gpus(c.gpus) // gpm)
-        if machines <= 1:  # one copy of the model inside a machine: no chain to fill
-            return cost.transfer_s(gpm * cost.weight_bytes, "rdma")
+        machines = -(-copy // gpm)
         a, b = cost.rdma_startup_s, cost.rdma_beta_s_per_byte
         spec = self._spec()
         total = 0.0

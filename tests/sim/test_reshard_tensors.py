@@ -57,3 +57,15 @@ def test_two_machines_have_no_chain_to_fill_and_one_machine_stays_on_nvlink():
     cost = cost_model_for(cfg)
     one = Verl(cfg).sync_s(SimpleNamespace(cost=cost))
     assert one == pytest.approx(cost.transfer_s(cost.weight_bytes, "nvlink"))
+
+
+def test_a_copy_inside_one_machine_hands_over_on_nvlink_whatever_the_job_spans():
+    """Megatron EP 8 on 8-GPU machines: each data-parallel replica exports inside its machine."""
+    moe = ["model.name=qwen3-30b-a3b", "model.rollout_tp=2", "cluster.hardware=h100-sxm",
+           "trainer.ep=8", "cluster.gpus=32"]  # fmt: skip
+    cfg = load_config(overrides=[*moe, "sim.systems=[verl]"])
+    cost = cost_model_for(cfg)
+    sync = Verl(cfg).sync_s(SimpleNamespace(cost=cost))
+    assert sync == pytest.approx(cost.transfer_s(cost.weight_bytes, "nvlink"))
+    fsdp, _ = _sync([m for m in moe if m != "trainer.ep=8"])  # FSDP spans the 4 machines
+    assert fsdp > 5 * sync
