@@ -13,14 +13,16 @@ trajectories a replica holds at once (bounded by ``sim.max_batch``, its share of
 its KV cache) and t(b) the decode step at half-generated length; a system that syncs weights
 globally also waits for the step's longest response at a batch of one. Training seconds =
 ``laminar.sim.layout.step_time`` on the trainer GPUs and their layout; the weight hand-over is
-one RDMA copy of the weights. A colocated system adds the three; a decoupled one overlaps
-generation with training. The estimate ranks points within one system and GPU count; it is not
-a prediction.
+a globally syncing system's own ``sync_s`` (verl's resharding a tensor at a time, the others'
+broadcast chain), one RDMA copy of the weights for Laminar. A colocated system adds the three;
+a decoupled one overlaps generation with training. The estimate ranks points within one system
+and GPU count; it is not a prediction.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -111,6 +113,15 @@ def _memory_fit(cfg: LaminarConfig, colocated: bool) -> str:
     return "" if problem is None else f"memory: {problem.detail}"
 
 
+def _handover_s(system, split, cost) -> float:
+    """A step's weight hand-over: a globally syncing system's own (``sync_s``, as the simulator
+    charges it: the chain to the rollout machines, verl's resharding a tensor at a time), else
+    (Laminar's relays) one RDMA copy of the weights to the master relay."""
+    if system.weight_sync == "global":
+        return system.sync_s(SimpleNamespace(cost=cost, split=split))
+    return cost.transfer_s(cost.weight_bytes, "rdma")
+
+
 def _estimate(cfg, stats: WorkloadStats, system, split, cost) -> tuple[float, str]:
     """(train tokens/s, its largest part) of one point; see the module docstring."""
     w = cfg.workload
@@ -127,7 +138,7 @@ def _estimate(cfg, stats: WorkloadStats, system, split, cost) -> tuple[float, st
         cost, TrainerLayout.of(cfg), stats.step_seq_lens, split.trainer_gpus,
         old_logprob=recomputes_old_logprob(cfg, system), reference=cfg.trainer.reference,
     ).total_s  # fmt: skip
-    sync_s = cost.transfer_s(cost.weight_bytes, "rdma")
+    sync_s = _handover_s(system, split, cost)
     parts = {"generation": gen_s, "training": train_s, "weight sync": sync_s}
     if system.colocated:
         step_s = gen_s + train_s + sync_s

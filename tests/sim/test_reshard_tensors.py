@@ -69,3 +69,22 @@ def test_a_copy_inside_one_machine_hands_over_on_nvlink_whatever_the_job_spans()
     assert sync == pytest.approx(cost.transfer_s(cost.weight_bytes, "nvlink"))
     fsdp, _ = _sync([m for m in moe if m != "trainer.ep=8"])  # FSDP spans the 4 machines
     assert fsdp > 5 * sync
+
+
+def test_the_planners_screen_charges_the_same_hand_over():
+    """``laminar plan``'s analytic screen takes a globally syncing system's own ``sync_s``."""
+    from laminar.plan.screen import _handover_s
+    from laminar.sim.cluster import check_setup
+    from laminar.sim.registry import resolve_systems
+
+    dense = ["model.name=qwen2.5-7b", "cluster.hardware=h100-sxm", "cluster.gpus=32"]
+    for overrides in ([*DSV3, "cluster.gpus=256", "sim.systems=[verl]"],
+                      [*dense, "sim.systems=[one-step]"]):  # fmt: skip
+        cfg = load_config(overrides=overrides)
+        cost = cost_model_for(cfg)
+        system = resolve_systems(cfg.sim.systems)[0](cfg)
+        split = check_setup(cfg, system, cost)
+        sim = system.sync_s(SimpleNamespace(cost=cost, split=split))
+        assert _handover_s(system, split, cost) == sim > 0
+        if system.colocated:  # DeepSeek-V3's tensors: well above one bulk copy
+            assert sim > 1.5 * cost.transfer_s(8 * cost.weight_bytes, "rdma")
