@@ -38,7 +38,7 @@ from laminar.policy.relay import broadcast_time, optimal_chunks
 from laminar.policy.staleness import StalenessBound
 from laminar.sim.cost import CostModel
 from laminar.sim.systems import GpuSplit, Proc, System
-from laminar.specs.model import model_spec
+from laminar.specs.model import catalog_names, model_spec
 from laminar.specs.tensors import tensor_groups
 
 
@@ -132,8 +132,10 @@ class Verl(GlobalSync):
         Megatron-Bridge, a pipeline-parallel broadcast and an expert-parallel all-gather per
         tensor): each tensor is its own pipelined broadcast over the machines, App. D's chain
         (``laminar.policy.relay``, ``rdma_startup_s`` a chunk), and pays the chain's fill before
-        the next starts. Tensors from ``laminar.specs.tensors``: a model of tens of thousands
-        of expert tensors over tens of machines pays the fill tens of thousands of times."""
+        the next starts. Tensors from ``laminar.specs.tensors`` (one, all the weights, for a
+        model outside the catalog that only a cost file describes): a model of tens of
+        thousands of expert tensors over tens of machines pays the fill tens of thousands of
+        times."""
         cost, c = cluster.cost, self.cfg.cluster
         gpm = min(c.gpus_per_machine, c.gpus)
         copy = self._copy_gpus(c.gpus)
@@ -141,10 +143,9 @@ class Verl(GlobalSync):
             return cost.transfer_s(cost.weight_bytes, "nvlink")
         machines = -(-copy // gpm)
         a, b = cost.rdma_startup_s, cost.rdma_beta_s_per_byte
-        spec = self._spec()
         total = 0.0
-        for params, n in tensor_groups(spec):
-            m = gpm * cost.weight_bytes * params / spec.total_params
+        for share, n in self._tensor_shares():
+            m = gpm * cost.weight_bytes * share
             total += n * broadcast_time(machines, optimal_chunks(machines, m, a, b), m, a, b)
         return total
 
@@ -158,11 +159,20 @@ class Verl(GlobalSync):
         group = t.tp * t.pp * t.ep
         return gpus if group <= 1 else min(gpus, group)
 
-    def _spec(self):
-        """The model's :class:`~laminar.specs.modelspec.ModelSpec` (read once)."""
-        if getattr(self, "_model_spec", None) is None:
-            self._model_spec = model_spec(self.cfg.model)
-        return self._model_spec
+    def _tensor_shares(self) -> tuple[tuple[float, int], ...]:
+        """(share of the weights a tensor, number of tensors) of the model, read once: from
+        ``laminar.specs.tensors``, or one tensor of all of them for a model the catalog does
+        not know (a cost file calibrated on a tiny model has its bytes, not its tensors)."""
+        if getattr(self, "_shares", None) is None:
+            m = self.cfg.model
+            if self.cfg.sim.cost_file and not (m.spec or m.hf_config or m.name in catalog_names()):
+                self._shares = ((1.0, 1),)
+            else:
+                spec = model_spec(m)
+                self._shares = tuple(
+                    (params / spec.total_params, n) for params, n in tensor_groups(spec)
+                )
+        return self._shares
 
     def publish(self, cluster, version: int) -> Proc:
         stall_s = yield from self.sync_weights(cluster, version)

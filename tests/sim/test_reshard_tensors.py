@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from laminar.config import load_config
+from laminar.policy.relay import broadcast_time, optimal_chunks
 from laminar.sim.baselines import Verl
 from laminar.sim.costdata import cost_model_for
 from laminar.specs.model import catalog_spec
@@ -88,3 +90,18 @@ def test_the_planners_screen_charges_the_same_hand_over():
         assert _handover_s(system, split, cost) == sim > 0
         if system.colocated:  # DeepSeek-V3's tensors: well above one bulk copy
             assert sim > 1.5 * cost.transfer_s(8 * cost.weight_bytes, "rdma")
+
+
+def test_a_cost_file_of_a_model_outside_the_catalog_hands_over_as_one_tensor():
+    """A calibrated tiny model has its bytes, not its tensors: the sync is one chain, and
+    applying the file to a cluster of many machines still simulates."""
+    cost_file = Path(__file__).resolve().parents[2] / "docs" / "fidelity" / "cost.json"
+    cfg = load_config(preset="tiny-cpu", overrides=[
+        f"sim.cost_file={cost_file}", "sim.systems=[verl]", "sim.setting=cluster",
+        "cluster.gpus=64", "cluster.gpus_per_machine=2"])  # fmt: skip
+    cost = cost_model_for(cfg)
+    verl = Verl(cfg)
+    assert verl._tensor_shares() == ((1.0, 1),)
+    m, a, b = 2 * cost.weight_bytes, cost.rdma_startup_s, cost.rdma_beta_s_per_byte
+    assert verl.sync_s(SimpleNamespace(cost=cost)) == pytest.approx(
+        broadcast_time(32, optimal_chunks(32, m, a, b), m, a, b))  # fmt: skip
