@@ -25,15 +25,19 @@ class ConfigError(LaminarError):
         self.key_path = key_path
         self.detail = message
         where = f"{source}: {key_path}" if key_path else source
-        super().__init__(f"{where}: {message}")
+        self.message = f"{where}: {message}"
+        # args are the constructor's, so type(e)(*e.args) rebuilds the error: SimPy re-raises a
+        # failed process's error so, and pickling (a Ray worker's error) does too
+        super().__init__(source, key_path, message)
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class TraceError(LaminarError):
     """A trace file is invalid; the message names the file, and the row and column where known."""
 
-    def __init__(
-        self, path: str, message: str, *, row: int | None = None, column: str | None = None
-    ):
+    def __init__(self, path: str, message: str, row: int | None = None, column: str | None = None):
         self.path = path
         self.row = row
         self.column = column
@@ -43,4 +47,8 @@ class TraceError(LaminarError):
             parts.append(f"row {row}")
         if column is not None:
             parts.append(f"column '{column}'")
-        super().__init__(f"{', '.join(parts)}: {message}")
+        self.message = f"{', '.join(parts)}: {message}"
+        super().__init__(path, message, row, column)  # rebuildable, as ConfigError's
+
+    def __str__(self) -> str:
+        return self.message
