@@ -104,10 +104,9 @@ def _memory_fit(cfg: LaminarConfig, colocated: bool) -> str:
     fits). A colocated system trains on every GPU. A cost file of a model outside the catalog
     (a calibrated tiny model) has no model facts to check, as in ``laminar.sim.simulate``."""
     from laminar.specs.layoutfit import fit_problem
-    from laminar.specs.model import catalog_names
+    from laminar.specs.model import model_known
 
-    m = cfg.model
-    if cfg.sim.cost_file and not (m.spec or m.hf_config or m.name in catalog_names()):
+    if cfg.sim.cost_file and not model_known(cfg.model):
         return ""
     problem = fit_problem(cfg, trainer_gpus=cfg.cluster.gpus if colocated else None)
     return "" if problem is None else f"memory: {problem.detail}"

@@ -45,7 +45,7 @@ from laminar.sim.results import (
 from laminar.sim.setting import resolve_setting
 from laminar.sim.steady import warmup_steps
 from laminar.specs.layoutfit import require_fit_with_layout
-from laminar.specs.model import model_label
+from laminar.specs.model import model_known, model_label
 
 
 @dataclass
@@ -166,17 +166,10 @@ def _check_memory(config: LaminarConfig, systems) -> None:
     once for the decoupled split and once for colocated systems, which train on every GPU.
     A run on a cost file of a model outside the catalog (a calibrated tiny model) has no
     model facts to check."""
-    if config.sim.cost_file and not _model_known(config):
+    if config.sim.cost_file and not model_known(config.model):
         return
     for colocated in sorted({s.colocated for s in systems}):
         require_fit_with_layout(config, trainer_gpus=config.cluster.gpus if colocated else None)
-
-
-def _model_known(config: LaminarConfig) -> bool:
-    from laminar.specs.model import catalog_names
-
-    m = config.model
-    return bool(m.spec or m.hf_config) or m.name in catalog_names()
 
 
 def _run_system(

@@ -38,7 +38,8 @@ from laminar.policy.relay import broadcast_time, optimal_chunks
 from laminar.policy.staleness import StalenessBound
 from laminar.sim.cost import CostModel
 from laminar.sim.systems import GpuSplit, Proc, System
-from laminar.specs.model import catalog_names, model_spec
+from laminar.specs.layoutfit import layout_of
+from laminar.specs.model import model_known, model_spec
 from laminar.specs.tensors import tensor_groups
 
 
@@ -155,8 +156,7 @@ class Verl(GlobalSync):
         parameters over its data-parallel ranks, which export their copies side by side), or
         every GPU for a trainer without model parallelism (FSDP shards each parameter over all
         of them)."""
-        t = self.cfg.trainer
-        group = t.tp * t.pp * t.ep
+        group = layout_of(self.cfg).copy_gpus
         return gpus if group <= 1 else min(gpus, group)
 
     def _tensor_shares(self) -> tuple[tuple[float, int], ...]:
@@ -164,11 +164,10 @@ class Verl(GlobalSync):
         ``laminar.specs.tensors``, or one tensor of all of them for a model the catalog does
         not know (a cost file calibrated on a tiny model has its bytes, not its tensors)."""
         if getattr(self, "_shares", None) is None:
-            m = self.cfg.model
-            if self.cfg.sim.cost_file and not (m.spec or m.hf_config or m.name in catalog_names()):
+            if not model_known(self.cfg.model):
                 self._shares = ((1.0, 1),)
             else:
-                spec = model_spec(m)
+                spec = model_spec(self.cfg.model)
                 self._shares = tuple(
                     (params / spec.total_params, n) for params, n in tensor_groups(spec)
                 )

@@ -46,11 +46,11 @@ def _refuse_a_cluster(cfg: LaminarConfig) -> None:
     """Raise when ``cfg`` describes a cluster that the runtime setting would drop."""
     from laminar.config.cluster import ClusterConfig
     from laminar.config.sim import SimConfig
-    from laminar.specs.model import catalog_names
+    from laminar.specs.model import model_known
 
     m, c = cfg.model, cfg.cluster
     why = []
-    if m.spec or m.hf_config or m.name in catalog_names():
+    if model_known(m):
         why.append(f"model {m.name}" + (" (model.spec)" if m.spec else "")
                    + (" (model.hf_config)" if m.hf_config and not m.spec else ""))  # fmt: skip
     if c != ClusterConfig():

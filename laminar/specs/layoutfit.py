@@ -43,6 +43,12 @@ class Layout:
         """GPUs of one data-parallel replica: tp x cp x pp."""
         return self.tp * self.cp * self.pp
 
+    @property
+    def copy_gpus(self) -> int:
+        """GPUs that hold one copy of the parameters between them: tp x pp x ep (context-parallel
+        ranks repeat their shard; 1 for a trainer without model parallelism, FSDP)."""
+        return self.tp * self.pp * self.ep
+
     def data_parallel(self, gpus: int) -> int:
         """Data-parallel replicas on ``gpus`` trainer GPUs."""
         return max(1, gpus // self.model_parallel)

@@ -105,6 +105,12 @@ def model_label(model: Any) -> str:
     return (p.parent.name if p.name == "config.json" else "") or p.stem or model.name
 
 
+def model_known(model: Any) -> bool:
+    """Whether a config's ``model`` section gives the model's shapes: ``spec``, ``hf_config`` or
+    a catalog name (a cost file calibrated on a tiny model names one that has none)."""
+    return bool(model.spec or model.hf_config) or model.name in catalog_names()
+
+
 def model_spec(model: Any) -> ModelSpec:
     """The spec a config's ``model`` section names: ``spec`` (inline), else ``hf_config`` (a
     file), else the catalog entry ``name``."""
