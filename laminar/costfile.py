@@ -133,6 +133,8 @@ OPTIONAL: dict[str, tuple[str, float, Range]] = {
     "moe_experts_per_token": ("experts", 0.0, Range(0, 65536, "at most moe_experts", whole=True)),
     # per distinct routed expert read per step
     "decode_per_expert_s": ("s/expert", 0.0, _PER_SEQ_S),
+    # least a decode step takes, whatever its batch: an eager engine's host launches; 0: none
+    "decode_min_step_s": ("s", 0.0, _STEP_S),
     # old-log-prob forward, linear layers
     "logprob_flop_per_token": ("FLOP/token", 0.0, _FLOP_TOKEN0),
     # its causal attention

@@ -91,6 +91,12 @@ class ModelConfig(Section):
     """Rollout weight quantization: ``none`` (``dtype``) or ``fp8`` (1 byte a weight, FP8 tensor
     cores where the GPU has them; KV stays in ``dtype``). The trainer stays in ``dtype``."""
 
+    rollout_eager: bool = False
+    """The rollout engine runs eagerly, without CUDA graphs (vLLM's ``enforce_eager``): every
+    decode step waits for the host to launch each layer's kernels, so a step takes at least
+    ``decode_layer_eager_s`` a layer. False: CUDA graphs (vLLM's default). A CPU runtime is
+    always eager."""
+
     dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
     """Weight and KV-cache dtype (one of bfloat16, float16, float32)."""
 

@@ -51,6 +51,7 @@ COST_FIXED_KEYS = (
     "model.spec",
     "model.dtype",
     "model.rollout_quant",
+    "model.rollout_eager",
     "sim.gpu_memory_utilization",
 )
 """Keys whose effect on a simulation is through the cost model's coefficients

@@ -9,7 +9,9 @@ The decode step is linear in the KV, t(b, kv) = fixed(b) + kv·decode_per_kv_tok
 fixed(b) = decode_base_s + b·decode_per_seq_s + experts(b)·decode_per_expert_s, because the
 event-skipping decode model (``laminar.sim.decode``) sums it in closed form while the batch b is
 constant. experts(b) = moe_experts·(1 − (1 − k/moe_experts)^b) is the expected number of routed
-experts a MoE layer reads for b tokens (k = moe_experts_per_token); 0 for dense models.
+experts a MoE layer reads for b tokens (k = moe_experts_per_token); 0 for dense models. An eager
+engine (no CUDA graphs) waits for the host's kernel launches, so fixed(b) is at least
+decode_min_step_s (0: CUDA graphs, no floor); the KV term stays linear on top.
 
 Coefficients in :data:`OPTIONAL_UNITS` may be left out of a cost file: their defaults are what
 a file written before they existed meant (a dense model, no data-parallel sync charged, the
@@ -76,12 +78,13 @@ class CostModel:
 
     def decode_fixed_s(self, batch: int) -> float:
         """The part of a decode step that depends on the batch only: weights (dense, and the
-        routed experts the batch touches), all-reduces and all-to-alls, matmul FLOPs."""
+        routed experts the batch touches), all-reduces and all-to-alls, matmul FLOPs; at least
+        ``decode_min_step_s`` (an eager engine's host launches)."""
         t = self.decode_base_s + batch * self.decode_per_seq_s
         if self.moe_experts and batch > 0:
             e, k = self.moe_experts, self.moe_experts_per_token
             t += e * (1.0 - (1.0 - k / e) ** batch) * self.decode_per_expert_s
-        return t
+        return t if t >= self.decode_min_step_s else self.decode_min_step_s
 
     def prefill_s(self, lengths: Iterable[int]) -> float:
         """Seconds to prefill one batch of sequences of these lengths (tokens); 0 for none."""

@@ -47,6 +47,7 @@ def cost_model_for(cfg: LaminarConfig) -> CostModel:
         gpus_per_machine=min(cfg.cluster.gpus_per_machine, cfg.cluster.gpus),
         context=trajectory_context(cfg),
         train_precision=_train_precision(cfg),
+        eager=m.rollout_eager,
     )
 
 
@@ -123,11 +124,13 @@ def derive_specs(
     gpus_per_machine: int = 8,
     context: int | None = None,
     train_precision: str = "bf16",
+    eager: bool = False,
 ) -> CostModel:
     """Coefficients for one ``tp`` x ``ep`` replica of ``m`` on ``hw`` (see module doc);
     ``context``: the trajectory length (tokens) at which a sliding-window or state-space
     model's KV bytes a token and attention FLOPs are taken (None: uncapped);
-    ``train_precision``: the trainer's matmuls (``trainer.precision``)."""
+    ``train_precision``: the trainer's matmuls (``trainer.precision``); ``eager``: the engine
+    runs without CUDA graphs (``model.rollout_eager``)."""
     if ep > 1 and not m.is_moe:
         raise ConfigError("config", "model.rollout_ep", f"{m.name} has no experts; use 1")
     c: dict[str, Coefficient] = {}
@@ -150,6 +153,7 @@ def derive_specs(
     replica = rollout_replica(_Cfg(dtype, quant, memory_utilization), m, hw, tp, ep, context)
     _derive_memory(put, hw, m, replica, memory_utilization, context)
     _derive_decode(put, hw, m, (dense, routed, dtype, context), tp, ep, fp8, gpus_per_machine)
+    _derive_eager(put, hw, m, eager)
     _derive_prefill(put, hw, m, (dense, routed, context), tp, ep, fp8, gpus_per_machine)
     derive_train(put, hw, m, dtype, train_precision)
     derive_links(put, hw, gpus_per_machine)
@@ -238,6 +242,20 @@ def _derive_decode(put, hw, m: ModelSpec, weights, tp, ep, fp8, gpm) -> None:
         "s/expert",
         f"moe_layers {m.moe_layers} x one expert's bytes {expert_bytes:.4g} / (tp x ep) / (hbm x "
         f"{x_eff.value} [{x_eff.cite()}]); a step reads E(1-(1-k/E)^b) experts a layer",
+    )
+
+
+def _derive_eager(put, hw, m: ModelSpec, eager: bool) -> None:
+    """The least a decode step takes: an eager engine's GPU waits for the host to launch each
+    layer's kernels (``decode_layer_eager_s`` a layer); with CUDA graphs, no such floor."""
+    f = hw.facts["decode_layer_eager_s"]
+    put(
+        "decode_min_step_s",
+        m.layers * f.value if eager else 0.0,
+        "s",
+        f"model.rollout_eager: layers {m.layers} x decode_layer_eager_s {f.value:.3g} [{f.cite()}]"
+        if eager
+        else "CUDA graphs (model.rollout_eager false): no host-launch floor",
     )
 
 

@@ -42,6 +42,9 @@ class EngineSpec:
     """vLLM's online weight quantization (``fp8``: ``model.rollout_quant``) or None."""
     expert_parallel: int = 1
     """``model.rollout_ep``: expert-parallel attention replicas of one engine (cuda, MoE)."""
+    eager: bool = False
+    """``model.rollout_eager``: no CUDA graphs (vLLM's ``enforce_eager``); a CPU engine is
+    always eager."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,7 +43,7 @@ class VllmEngine:
             dtype=s.dtype,
             max_model_len=s.max_model_len,
             max_num_seqs=s.max_batch,
-            enforce_eager=s.device == "cpu",
+            enforce_eager=s.eager or s.device == "cpu",
             skip_tokenizer_init=True,  # token ids in, token ids out: we decode ourselves
             enable_prefix_caching=False,
             seed=s.seed,

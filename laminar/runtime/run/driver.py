@@ -254,6 +254,7 @@ def _engine_spec(cfg: LaminarConfig, info: dict, index: int, tp: int = 1) -> Eng
         tensor_parallel_size=tp,
         quantization=cfg.model.rollout_quant if cfg.model.rollout_quant != "none" else None,
         expert_parallel=cfg.model.rollout_ep,
+        eager=cfg.model.rollout_eager,
     )
 
 
