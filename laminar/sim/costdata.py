@@ -76,6 +76,9 @@ def efficiency_basis(cfg: LaminarConfig) -> dict[str, str]:
                     precision=cfg.trainer.precision, hardware=hw.catalog_name)  # fmt: skip
     calibrated = [*by.get("calibrated", []), *(["train_mfu"] if mfu.basis == "calibrated" else [])]
     assumed = [*by.get("assumed", []), *by.get("config", [])]
+    if not cfg.model.rollout_eager:  # only an eager engine's steps rest on its floor
+        calibrated = [n for n in calibrated if n != "decode_layer_eager_s"]
+        assumed = [n for n in assumed if n != "decode_layer_eager_s"]
     assumed += ["train_mfu"] if mfu.basis != "calibrated" else []
     return {"calibrated": ";".join(calibrated), "assumed": ";".join(assumed)}
 

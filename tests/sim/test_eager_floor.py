@@ -92,3 +92,12 @@ def test_the_runtime_engine_is_told_too():
     info = {"model_dir": "/m", "eos_id": 2}
     assert _engine_spec(cfg, info, 0).eager is True
     assert _engine_spec(load_config(overrides=[]), info, 0).eager is False
+
+
+def test_summary_names_the_eager_floor_only_when_it_is_charged():
+    from laminar.sim.costdata import efficiency_basis
+
+    graph = efficiency_basis(load_config(overrides=[]))
+    eager = efficiency_basis(load_config(overrides=["model.rollout_eager=true"]))
+    assert "decode_layer_eager_s" not in graph["calibrated"] + graph["assumed"]
+    assert "decode_layer_eager_s" in eager["calibrated"].split(";")
