@@ -472,19 +472,23 @@ def config_cases() -> list[Case]:
 
 
 def set_cases(quick: bool) -> list[Case]:
-    """-1 / 0 / 1e300 / a 30-digit integer for every numeric field `config show` prints."""
+    """-1 / 0 / 1e300 / a 30-digit integer for every numeric field `config show` prints, and a
+    word that is no truth value for every boolean one."""
     import yaml
 
     text = subprocess.run([LAMINAR, "config", "show", "--preset", "tiny-cpu"],
                           capture_output=True, check=True).stdout  # fmt: skip
     tree = yaml.safe_load(text)
     fields: list[tuple[str, object]] = []
+    flags: list[str] = []
 
     def walk(prefix: str, node: object) -> None:
         if isinstance(node, dict):
             for k, v in node.items():
                 walk(f"{prefix}.{k}" if prefix else k, v)
-        elif isinstance(node, int | float) and not isinstance(node, bool):
+        elif isinstance(node, bool):
+            flags.append(prefix)
+        elif isinstance(node, int | float):
             fields.append((prefix, node))
 
     walk("", tree)
@@ -507,7 +511,8 @@ def set_cases(quick: bool) -> list[Case]:
                 "cluster.trainer_fraction", "runtime.grpo.lr",
                 "runtime.eval_samples"}  # fmt: skip
     huge_ok = {"sim.max_sim_time_s", "runtime.step_timeout_s"}
-    out = []
+    out = [Case("--set", f"{key}=maybe", ["config", "show", "--set", f"{key}=maybe"], REFUSE,
+                words=[key]) for key in flags]  # fmt: skip
     for key, _ in fields:
         if key == "seed":
             continue
