@@ -21,8 +21,10 @@ class SimConfig(Section):
     advances one decode step per event (O(tokens), for tests)."""
 
     max_batch: int = Field(256, ge=1, le=65536)
-    """B: most trajectories a rollout replica decodes at once (count, 1..65536); vLLM's
-    ``max_num_seqs`` default is 256. Repack also keeps destinations within it (§5.2)."""
+    """B: most trajectories a rollout replica decodes at once (count, 1..65536): vLLM's
+    ``max_num_seqs``, whose own default is 256 for its ``LLM`` class and server on GPUs under
+    70 GB (and A100), 1024 on larger ones, and 128 for an engine built directly (``AsyncLLM``);
+    state what your framework sets. Repack also keeps destinations within it (§5.2)."""
 
     rollout_batch_prompts: int = Field(0, ge=0, le=1_000_000)
     """Prompts (whole GRPO groups) a rollout takes from the prompt pool each time it frees up
