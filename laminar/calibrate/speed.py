@@ -24,7 +24,8 @@ PROBE_FIGURES = ("matmul_s", "python_s")
 # How each time figure of a cost file moves with the machine's speed: seconds with it, rates
 # against it. Sizes, counts, dimensionless shares and settings (``engine_spin_s``) stay.
 SECONDS = ("decode_base_s", "decode_per_seq_s", "decode_per_kv_token_s", "decode_per_expert_s",
-           "prefill_base_s", "prefill_per_token_s", "prefill_per_token_sq_s", "rdma_startup_s")
+           "decode_min_step_s", "prefill_base_s", "prefill_per_token_s", "prefill_per_token_sq_s",
+           "rdma_startup_s")
 RATES = ("train_flop_per_s_per_gpu", "pcie_bytes_per_s", "nvlink_bytes_per_s",
          "rdma_bytes_per_s")  # fmt: skip
 RUNTIME_SECONDS = ("refill_latency_s", "first_prompts_s")

@@ -50,9 +50,11 @@ def test_at_speed_scales_seconds_with_the_speed_and_rates_against_it(tmp_path):
     content, _ = calibrate([a])
     slow = {"matmul_s": 0.008, "python_s": 0.003, "speed_s": math.sqrt(0.008 * 0.003)}
     k = slow["speed_s"] / 0.002
+    # an eager engine's host-launch floor is host time too
+    content["coefficients"]["decode_min_step_s"] = {"value": 0.01, "unit": "s", "source": "t"}
     moved = at_speed(content, slow)
     c0, c1 = content["coefficients"], moved["coefficients"]
-    for name in ("decode_base_s", "decode_per_seq_s", "prefill_per_token_s"):
+    for name in ("decode_base_s", "decode_per_seq_s", "prefill_per_token_s", "decode_min_step_s"):
         assert c1[name]["value"] == pytest.approx(c0[name]["value"] * k), name
     for name in ("train_flop_per_s_per_gpu", "pcie_bytes_per_s", "rdma_bytes_per_s"):
         assert c1[name]["value"] == pytest.approx(c0[name]["value"] / k), name
