@@ -8,7 +8,9 @@ mapping onto the simulator as config overrides) is simulated, one system per run
 the published figure: the ratio simulated/published, the median |ratio - 1| over all rows, and
 every ordering the sources publish (pairs of a group whose published times differ by more than
 5%: sync vs async, and along each scaling series) with whether the simulator agrees. Nothing is
-fitted: the rows only state what the sources state, plus the assumptions they name.
+fitted: the rows only state what the sources state, plus the assumptions they name. The file's
+``syncs`` block holds published weight-synchronisation times, set beside the simulated hand-over
+in a section of their own (not step times: outside the median).
 """
 
 from __future__ import annotations
@@ -88,6 +90,72 @@ def _stages(path: Path, row: dict) -> dict[str, float]:
             raise ValueError(f"{path}: row {row.get('id')}: stages.{k}: {v!r} is not seconds")
         out[k] = float(v)
     return out
+
+
+@dataclass
+class Sync:
+    """One published weight-synchronisation time and its mapping (the file's ``syncs``)."""
+
+    id: str
+    ranks: str
+    bucketed_s: float  # the source's default path: weights packed into buckets
+    per_tensor_s: float  # the source's path of one transfer a tensor (nan: not published)
+    overrides: dict
+    simulated_s: float = float("nan")
+    error: str = ""
+
+
+def load_syncs(path: Path) -> tuple[list[Sync], dict]:
+    """(syncs, block) of the rows file's optional ``syncs`` block; a malformed entry is refused
+    naming the file, the entry and the key."""
+    block = load_file(path).get("syncs") or {}
+    out = []
+    for r in block.get("rows", []):
+        figures = {}
+        for key in ("bucketed_s", "per_tensor_s"):
+            v = r.get(key, float("nan") if key == "per_tensor_s" else None)
+            if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
+                raise ValueError(f"{path}: syncs row {r.get('id')}: {key}: {v!r} is not seconds")
+            figures[key] = float(v)
+        over = {**block.get("base", {}), **r.get("set", {}), "cluster.gpus": int(r["gpus"]),
+                "sim.systems": f"[{block['system']}]"}  # fmt: skip
+        out.append(Sync(r["id"], str(r.get("ranks", "")), figures["bucketed_s"],
+                        figures["per_tensor_s"], over))  # fmt: skip
+    return out, block
+
+
+def run_sync(sync: Sync) -> None:
+    """Simulate ``sync``'s job in place: the mean seconds of its weight syncs, or the error."""
+    try:
+        cfg = load_config(overrides=[f"{k}={_value(v)}" for k, v in sync.overrides.items()])
+        result = simulate(cfg, summary_only=True)
+    except ConfigError as e:
+        sync.error = str(e)
+        return
+    sync.simulated_s = float(result.summary.iloc[0]["weight_sync_s_mean"])
+
+
+def _syncs_section(syncs: list[Sync], block: dict) -> list[str]:
+    """Published beside simulated weight-synchronisation seconds."""
+    if not syncs:
+        return []
+    lines = ["", "## Weight syncs the sources print", "",
+             f"{' '.join(block.get('about', '').split())} Seconds of one synchronisation; "
+             "sim/pub against the source's default (bucketed) path. Not step times: outside "
+             "the median above.", "",
+             "| id | trainer:rollout ranks | published s, bucketed | published s, a tensor at a "
+             "time | simulated s | sim/pub |", "|---|---|---:|---:|---:|---:|"]  # fmt: skip
+    for x in syncs:
+        tensor = "-" if x.per_tensor_s != x.per_tensor_s else f"{x.per_tensor_s:g}"
+        if x.error:
+            lines.append(f"| {x.id} | {x.ranks} | {x.bucketed_s:g} | {tensor} | refused: "
+                         f"{x.error} | |")  # fmt: skip
+            continue
+        lines.append(f"| {x.id} | {x.ranks} | {x.bucketed_s:g} | {tensor} | "
+                     f"{x.simulated_s:.3g} | {x.simulated_s / x.bucketed_s:.2f} |")  # fmt: skip
+    if block.get("assumed"):
+        lines += ["", f"Mapping: {' '.join(block['assumed'].split())}"]
+    return lines
 
 
 def load_file(path: Path) -> dict:
@@ -239,7 +307,9 @@ def _misses_section(done: list[Row], misses: list[Row], why) -> list[str]:
     return lines
 
 
-def render(rows, sources, tables, skipped, took_s: float, findings=()) -> str:
+def render(
+    rows, sources, tables, skipped, took_s: float, findings=(), syncs=(), sync_block=None
+) -> str:
     done = [r for r in rows if not r.error]
     errs = [abs(r.ratio - 1) for r in done]
     median = statistics.median(errs) if errs else float("nan")
@@ -295,6 +365,7 @@ def render(rows, sources, tables, skipped, took_s: float, findings=()) -> str:
             lines.append(f"| {a.id} | {b.id} | {a.published_s / b.published_s - 1:+.1%} | "
                          f"{a.simulated_s / b.simulated_s - 1:+.1%} |")  # fmt: skip
     lines += _stages_section(done)
+    lines += _syncs_section(list(syncs), sync_block or {})
     lines += _misses_section(done, misses, why)
     if findings:
         lines += ["", "## Why rows miss", ""]
@@ -331,8 +402,17 @@ def main(argv: list[str] | None = None) -> int:
         shown = f"{r.simulated_s:.1f} s ({r.ratio:.2f}x)" if not r.error else r.error[:200]
         print(f"{r.id:24s} published {r.published_s:7.1f} s  simulated {shown}  "
               f"[{time.perf_counter() - t:.0f} s]", flush=True)  # fmt: skip
+    syncs, sync_block = load_syncs(Path(args.rows))
+    if args.only:
+        syncs = [x for x in syncs if x.id.startswith(args.only)]
+    for x in syncs:
+        run_sync(x)
+        shown = f"{x.simulated_s:.3g} s" if not x.error else x.error[:200]
+        print(f"{x.id:24s} weight sync published {x.bucketed_s:g} s  simulated {shown}", flush=True)
     findings = load_file(Path(args.rows)).get("findings", [])
-    text = render(rows, sources, tables, skipped, time.perf_counter() - t0, findings)
+    text = render(
+        rows, sources, tables, skipped, time.perf_counter() - t0, findings, syncs, sync_block
+    )
     Path(args.out).write_text(text)
     print(f"wrote {args.out} ({time.perf_counter() - t0:.0f} s)")
     return 0

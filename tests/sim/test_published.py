@@ -145,3 +145,39 @@ def test_stages_adding_up_past_the_step_are_pointed_out(pub):
     assert "more than the printed step" in text and "v-on (110.0 s of stages, a 100 s step)" in text
     r.published_stages = {"gen_s": 30.0, "update_s": 60.0}
     assert "more than the printed step" not in pub.render([r], {}, [], [], 0.0)
+
+
+def test_shipped_syncs_load_and_one_is_simulated_and_rendered(pub):
+    syncs, block = pub.load_syncs(ROOT / "benchmarks" / "published_rows.yaml")
+    assert len(syncs) >= 3 and len({x.id for x in syncs}) == len(syncs)
+    assert block["system"] and block["about"] and block["assumed"]
+    assert all(x.bucketed_s > 0 and x.bucketed_s <= x.per_tensor_s for x in syncs)
+    dense = next(x for x in syncs if x.id == "verl-sync-7b-4-4")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pub.run_sync(dense)
+    assert not dense.error and dense.simulated_s > 0
+    text = pub.render([], {}, [], [], 0.0, (), [dense], block)
+    assert "## Weight syncs the sources print" in text
+    assert f"| {dense.simulated_s:.3g} | {dense.simulated_s / 0.02:.2f} |" in text
+    assert "## Weight syncs" not in pub.render([], {}, [], [], 0.0)
+
+
+def test_a_malformed_sync_names_its_entry_and_key(pub, tmp_path):
+    data = pub.load_file(ROOT / "benchmarks" / "published_rows.yaml")
+    for bad in ("fast", -1.0, True):
+        data["syncs"]["rows"][1]["bucketed_s"] = bad
+        path = tmp_path / "rows.yaml"
+        path.write_text(pub.yaml.safe_dump(data))
+        with pytest.raises(ValueError, match=r"rows.yaml: syncs row verl-sync-30b-16-16: "
+                                             r"bucketed_s: .* is not seconds"):  # fmt: skip
+            pub.load_syncs(path)
+
+
+def test_a_refused_sync_job_is_shown_refused(pub):
+    bad = pub.Sync("x", "1:1", 1.0, float("nan"), {"cluster.gpus": 8,
+                   "model.name": "qwen3-30b-a3b", "model.rollout_ep": 3})  # fmt: skip
+    pub.run_sync(bad)
+    assert bad.error
+    text = pub.render([], {}, [], [], 0.0, (), [bad], {})
+    assert "| x | 1:1 | 1 | - | refused: " in text
