@@ -81,8 +81,13 @@ class GlobalSync(System):
     def sync_s(self, cluster) -> float:
         """§2.3: the trainer broadcasts the new weights GPU to GPU (NCCL) to every rollout
         machine; a pipelined chain over the trainer's machine and the rollout machines, so the
-        same App. D model as the relay chain (``laminar.policy.relay``), with RDMA links."""
+        same App. D model as the relay chain (``laminar.policy.relay``), with RDMA links. A job
+        whose trainer and engines share one NVLink domain (one machine, or a GB200 NVL72 rack)
+        broadcasts over NVLink."""
         cost: CostModel = cluster.cost
+        c = self.cfg.cluster
+        if c.gpus <= max(min(c.gpus_per_machine, c.gpus), cost.nvlink_gpus):
+            return cost.transfer_s(cost.weight_bytes, "nvlink")
         p = 1 + len(cluster.split.rollout_machines)
         m, a, b = cost.weight_bytes, cost.rdma_startup_s, cost.rdma_beta_s_per_byte
         return broadcast_time(p, optimal_chunks(p, m, a, b), m, a, b)
