@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import pytest
 
 from laminar.config import load_config
+from laminar.sim.cluster import check_setup
 from laminar.sim.costdata import cost_model_for
 from laminar.sim.registry import all_systems
-from laminar.sim.cluster import check_setup
 
 
 def _sync(system: str, *overrides: str) -> tuple[float, object]:
