@@ -88,9 +88,15 @@ def test_no_recompute_no_old_logprob_stage(monkeypatch):
 def test_one_step_trainer_waits_split():
     system = OneStep(small_config())
 
-    class Cluster:  # only what ``sync_s`` reads
+    class Cluster:  # only what ``sync_s`` reads (the small config is one machine: NVLink)
         class cost:
             weight_bytes, rdma_startup_s, rdma_beta_s_per_byte = 1e9, 1e-5, 1e-10
+            nvlink_gpus = 0
+
+            @staticmethod
+            def transfer_s(nbytes, link):
+                assert link == "nvlink"
+                return nbytes / 1e11
 
         class split:
             rollout_machines = (1, 2)
