@@ -126,13 +126,9 @@ def load_syncs(path: Path) -> tuple[list[Sync], dict]:
 
 def run_sync(sync: Sync) -> None:
     """Simulate ``sync``'s job in place: the mean seconds of its weight syncs, or the error."""
-    try:
-        cfg = load_config(overrides=[f"{k}={_value(v)}" for k, v in sync.overrides.items()])
-        result = simulate(cfg, summary_only=True)
-    except ConfigError as e:
-        sync.error = str(e)
-        return
-    sync.simulated_s = float(result.summary.iloc[0]["weight_sync_s_mean"])
+    s, sync.error = _simulated(sync.overrides)
+    if s is not None:
+        sync.simulated_s = float(s["weight_sync_s_mean"])
 
 
 def _syncs_section(syncs: list[Sync], block: dict) -> list[str]:
@@ -169,15 +165,20 @@ def _value(v) -> str:
     return str(v)
 
 
+def _simulated(overrides: dict):
+    """(the summary row of simulating ``overrides``, '') or (None, the simulator's refusal)."""
+    try:
+        cfg = load_config(overrides=[f"{k}={_value(v)}" for k, v in overrides.items()])
+        return simulate(cfg, summary_only=True).summary.iloc[0], ""
+    except ConfigError as e:
+        return None, str(e)
+
+
 def run_row(row: Row) -> None:
     """Simulate ``row`` in place (its step time and stage means, or the error)."""
-    try:
-        cfg = load_config(overrides=[f"{k}={_value(v)}" for k, v in row.overrides.items()])
-        result = simulate(cfg, summary_only=True)
-    except ConfigError as e:
-        row.error = str(e)
+    s, row.error = _simulated(row.overrides)
+    if s is None:
         return
-    s = result.summary.iloc[0]
     row.simulated_s = float(s["step_time_s_mean"])
     row.stages = {k: float(s[f"{k}_mean"]) for k in STAGES}
 

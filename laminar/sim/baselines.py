@@ -43,6 +43,12 @@ from laminar.specs.model import model_known, model_spec
 from laminar.specs.tensors import tensor_groups
 
 
+def _one_nvlink_domain(gpus: int, cluster, cost: CostModel) -> bool:
+    """True when ``gpus`` GPUs of ``cluster`` fit one NVLink domain: a machine, or the cost
+    model's larger domain (a GB200 NVL72 rack)."""
+    return gpus <= max(min(cluster.gpus_per_machine, cluster.gpus), cost.nvlink_gpus)
+
+
 class GlobalSync(System):
     """What the baselines share: global weight sync, no repack, job-wide faults, and rounds
     (a global batch handed out to every rollout at once, with one weight version)."""
@@ -85,8 +91,7 @@ class GlobalSync(System):
         whose trainer and engines share one NVLink domain (one machine, or a GB200 NVL72 rack)
         broadcasts over NVLink."""
         cost: CostModel = cluster.cost
-        c = self.cfg.cluster
-        if c.gpus <= max(min(c.gpus_per_machine, c.gpus), cost.nvlink_gpus):
+        if _one_nvlink_domain(self.cfg.cluster.gpus, self.cfg.cluster, cost):
             return cost.transfer_s(cost.weight_bytes, "nvlink")
         p = 1 + len(cluster.split.rollout_machines)
         m, a, b = cost.weight_bytes, cost.rdma_startup_s, cost.rdma_beta_s_per_byte
@@ -145,7 +150,7 @@ class Verl(GlobalSync):
         cost, c = cluster.cost, self.cfg.cluster
         gpm = min(c.gpus_per_machine, c.gpus)
         copy = self._copy_gpus(c.gpus)
-        if copy <= max(gpm, cost.nvlink_gpus):  # each copy's GPUs share an NVLink domain
+        if _one_nvlink_domain(copy, c, cost):  # each copy's GPUs share an NVLink domain
             return cost.transfer_s(cost.weight_bytes, "nvlink")
         machines = -(-copy // gpm)
         a, b = cost.rdma_startup_s, cost.rdma_beta_s_per_byte
