@@ -249,6 +249,26 @@ def test_small_active_moe_trains_at_the_published_production_mfu():
     assert train_mfu("blackwell", 8e9).basis == "assumed"  # no BF16 dense Blackwell run yet
 
 
+def test_a_moe_with_published_runs_of_its_own_size_takes_them_over_interpolation():
+    """Qwen3-235B-A22B (22B active) has BF16 H100 runs of its own (Megatron-MoE-ModelZoo, seven
+    layouts and lengths, 167-277 model TFLOP/s a GPU): its MFU is their mean, not a value
+    interpolated between other models' research points (14B: 0.39, 39B: 0.49), and it stays at
+    or below its own FP8 figure (0.256 of the BF16 peak), as FP8 GEMMs are not slower."""
+    import json
+    from importlib import resources
+
+    from laminar.specs.trainer import train_mfu
+
+    runs = json.loads((resources.files("laminar") / "data" / "train_mfu.json").read_text())
+    own = [r["mfu"] for r in runs["runs"] if r.get("moe") and r.get("params") == 22e9
+           and r["arch"] == "hopper" and r.get("precision", "bf16") == "bf16"]  # fmt: skip
+    assert len(own) >= 5
+    q235 = train_mfu("hopper", 22e9, moe=True)
+    assert q235.value == pytest.approx(sum(own) / len(own))
+    assert 0.15 < q235.value <= train_mfu("hopper", 22e9, moe=True, precision="fp8").value
+    assert "22B" in q235.where
+
+
 def test_fp8_training_takes_published_fp8_runs_and_needs_fp8_tensor_cores():
     from laminar.specs.trainer import train_mfu
 
