@@ -18,7 +18,9 @@ nobody reads are listed in a :class:`~laminar.errors.LaminarWarning`):
 - **Key names** of other families (:data:`ALIASES`): GPT-2's ``n_embd``/``n_layer``/
   ``n_head``/``n_inner``, ChatGLM's ``num_layers``/``ffn_hidden_size``/``padded_vocab_size``/
   ``multi_query_group_num``/``kv_channels``, Falcon's ``num_kv_heads``/``multi_query``,
-  XGLM's ``attention_heads``, EXAONE's and Hunyuan's ``num_shared_experts``.
+  XGLM's ``attention_heads``, EXAONE's and Hunyuan's ``num_shared_experts``; and sub-configs
+  (:data:`NESTED`): DBRX's ``attn_config.kv_n_heads`` and ``ffn_config``'s expert count, top k
+  and width, named so in errors.
 - **Attention kinds per layer**: full, sliding window (``sliding_window`` with ``layer_types``,
   ``sliding_window_pattern``, Gemma-2/3's, Cohere-2's and gpt-oss's alternation, Qwen2's
   ``use_sliding_window``/``max_window_layers``, or every layer as Mistral), Llama 4's chunked
@@ -220,6 +222,12 @@ FAMILIES: dict[str, Family] = {
     **dict.fromkeys(("llama", "mistral", "mixtral", "ministral", "phi3", "granite", "olmo",
                      "olmo2", "internlm2", "stablelm", "deepseek_v2", "deepseek_v3", "yi",
                      "exaone", "seed_oss", "hunyuan_v1_dense", "helium", "smollm3"), Family()),
+    # Baichuan 1/2 (remote code): Llama's layers with q, k, v fused in one W_pack (ALiBi in the
+    # 13B: no parameters either way), an untied head (Baichuan 2's NormHead: a plain weight)
+    "baichuan": Family(),
+    # DBRX: every layer MoE (GLU experts w1, v1, w2), LayerNorms without a bias, fused Wqkv
+    # without a bias; its widths in sub-configs (NESTED)
+    "dbrx": Family(),
     **dict.fromkeys(("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_vl_text",
                      "qwen2_5_vl_text"), _QWEN2),
     **dict.fromkeys(("qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text"),
@@ -401,7 +409,7 @@ mtp_num_hidden_layers mtp_use_dedicated_embeddings block_size full_attn_alpha_fa
 full_attn_beta_factor linear_attn_alpha_factor linear_attn_beta_factor mlp_alpha_factor
 mlp_beta_factor postnorm layernorm_full_attention_alpha layernorm_full_attention_beta
 layernorm_linear_attention_alpha layernorm_linear_attention_beta layernorm_mlp_alpha
-layernorm_mlp_beta
+layernorm_mlp_beta max_seq_len emb_pdrop z_loss_weight
 """
 HARMLESS = frozenset(_HARMLESS_TEXT.split())
 """Keys read by nothing that change no parameter count or cache size."""
@@ -413,6 +421,24 @@ TOWERS = ("vision_config", "audio_config", "vision_tower", "mm_vision_tower", "v
 
 class UnknownArchitecture(ConfigError):
     """A ``model_type`` that is not among :data:`FAMILIES` (nor a refused state-space type)."""
+
+
+NESTED: dict[str, dict[str, str]] = {
+    "dbrx": {
+        "num_key_value_heads": "attn_config.kv_n_heads",
+        "num_local_experts": "ffn_config.moe_num_experts",
+        "num_experts_per_tok": "ffn_config.moe_top_k",
+        "moe_intermediate_size": "ffn_config.ffn_hidden_size",
+        "hidden_size": "ffn_config.hidden_size",
+    },
+}
+"""Families that keep size-setting keys in sub-configs: canonical key -> ``parent.child``
+(DBRX's ``attn_config`` and ``ffn_config``, transformers' DbrxConfig)."""
+
+NESTED_HARMLESS = frozenset(("model_type", "attn_pdrop", "clip_qkv", "rope_theta", "ffn_act_fn",
+                             "moe_jitter_eps", "moe_loss_weight", "moe_normalize_expert_weights",
+                             "uniform_expert_assignment"))  # fmt: skip
+"""Sub-config keys that change no parameter count or cache size."""
 
 
 def as_llama_shaped(data: dict[str, Any]) -> dict[str, Any]:
@@ -805,6 +831,38 @@ def _listed_kinds(k: _Keys, key: str, types: Any, layers: int, window: int,
 # MLPs and experts -----------------------------------------------------------------------------
 
 
+def _lift_nested(k: _Keys, mtype: str) -> None:
+    """A family's sub-configs (:data:`NESTED`) read as dotted keys (``ffn_config.moe_top_k``,
+    named so in errors); a canonical key also at the top must agree with its sub-config's, and
+    a sub-config key nothing reads is listed with the unread keys."""
+    wanted = NESTED.get(mtype)
+    if not wanted:
+        return
+    k.data = dict(k.data)
+    for parent in sorted({d.split(".")[0] for d in wanted.values()}):
+        sub = k.data.get(parent)
+        if sub is None:
+            continue
+        if not isinstance(sub, dict):
+            raise k._err(parent, "expected a mapping (a sub-config)")
+        k.used.add(parent)
+        for child, value in sub.items():
+            k.data[f"{parent}.{child}"] = value
+            if child in NESTED_HARMLESS:
+                k.used.add(f"{parent}.{child}")
+    for canon, dotted in wanted.items():
+        if dotted not in k.data:
+            continue
+        k.used.add(dotted)
+        if k.data.get(canon) is not None or canon in k.alias:
+            top = k.name(canon)
+            if k.data.get(top) != k.data[dotted]:
+                raise k._err(canon, f"{k.data.get(top)!r:.40} disagrees with {k.where}{dotted} "
+                             f"({k.data[dotted]!r:.40})")  # fmt: skip
+        else:
+            k.alias[canon] = dotted
+
+
 def _mlp_params(fam: Family, k: _Keys, hidden: int, inter: int) -> int:
     bias = k.flag(fam.mlp_bias_key, fam.mlp_bias_default)
     if fam.gated:
@@ -1192,6 +1250,7 @@ def from_hf_config(data: dict[str, Any], *, name: str, source: str, where: str =
     data, where, outer, notes = _text_model(data, source, where)
     k = _Keys(data, source, where)
     mtype, fam = _family(k, outer)  # an architecture not sized is named before any value
+    _lift_nested(k, mtype)
     check_finite(whole, source, top)
     if not fam.known:
         notes.append("no model_type: sized as a Llama-style decoder (gated MLP, RMSNorm, no "

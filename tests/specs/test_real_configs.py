@@ -120,9 +120,22 @@ def _jamba() -> int:
             + 16 * (16 * h + 16 * mlp))  # fmt: skip
 
 
+def _dbrx() -> int:
+    """DBRX: every layer a fused Wqkv (48 query heads, 8 KV heads of 128) and out_proj without
+    biases, two LayerNorms without a bias, a router and 16 GLU experts (w1, v1, w2 of
+    6,144 x 10,752); an untied head; the widths in attn_config and ffn_config."""
+    h, layers, vocab, inter, experts = 6144, 40, 100352, 10752, 16
+    attn = h * 48 * 128 + 2 * h * 8 * 128 + 48 * 128 * h
+    layer = attn + 2 * h + experts * h + experts * 3 * h * inter
+    return 2 * vocab * h + layers * layer + h
+
+
 EXACT["gpt-oss-20b"] = _gpt_oss(24, 32)
 EXACT["gpt-oss-120b"] = _gpt_oss(36, 128)
 EXACT["jamba-v0.1"] = _jamba()
+EXACT["dbrx-instruct"] = _dbrx()
+# Baichuan 2 7B (remote code): Llama's layers, q, k, v fused in W_pack, vocab 125,696.
+EXACT["baichuan2-7b-base"] = _decoder(4096, 32, 125696, 32, 32, 128, 11008, tied=False)
 
 PUBLISHED = {
     "gpt2": (124_439_808, "the 124M checkpoint's parameter count"),
@@ -136,6 +149,8 @@ PUBLISHED = {
     "gpt-oss-20b": (20.91e9, "gpt-oss model card, Table 1: 20.91B total"),
     "gpt-oss-120b": (116.83e9, "gpt-oss model card, Table 1: 116.83B total"),
     "jamba-v0.1": (52e9, "AI21 model card: 52B total parameters"),
+    "dbrx-instruct": (132e9, "Databricks model card: 132B total parameters, 36B active"),
+    "baichuan2-7b-base": (7.51e9, "Baichuan 2 paper (Yang et al. 2023), Table 1: 7B model"),
 }
 
 
@@ -151,7 +166,8 @@ def test_real_configs_within_3_percent_of_module_counts(name):
 def test_the_counts_are_exact_where_the_modules_are_known():
     # The counters above are the modeling code's modules; the reader lands on them exactly.
     for name in ("gpt2", "pythia-6.9b", "phi-2", "falcon-7b", "gemma-2-9b", "chatglm3-6b",
-                 "glm-4-9b-0414", "mistral-7b-v0.1", "llava-1.5-7b", "gpt-oss-20b", "jamba-v0.1"):
+                 "glm-4-9b-0414", "mistral-7b-v0.1", "llava-1.5-7b", "gpt-oss-20b", "jamba-v0.1",
+                 "dbrx-instruct", "baichuan2-7b-base"):
         assert _spec(name).total_params == EXACT[name], name
     assert EXACT["gpt2"] == 124_439_808 and EXACT["pythia-6.9b"] == 6_857_302_016
 
@@ -172,6 +188,9 @@ def test_active_parameters_of_moe_configs():
     for name, active in (("gpt-oss-20b", 3.61e9), ("gpt-oss-120b", 5.13e9)):
         s = _spec(name)
         assert s.active_params - s.embedding_params == pytest.approx(active, rel=0.02)
+    d = _spec("dbrx-instruct")  # Databricks: 36B active (4 of 16 experts), every layer MoE
+    assert d.active_params == pytest.approx(36e9, rel=0.03)
+    assert (d.moe_layers, d.experts, d.experts_per_token, d.kv_heads) == (40, 16, 4, 8)
     j = _spec("jamba-v0.1")  # AI21: 12B active
     assert j.active_params == pytest.approx(12e9, rel=0.03)
     assert (j.moe_layers, j.experts, j.experts_per_token, j.state_layers) == (16, 16, 2, 28)
@@ -420,6 +439,27 @@ def test_size_changing_keys_not_understood_are_refused_or_listed():
         assert from_hf_config(bare, name="x", source="bare.json").total_params > 7e9
     with pytest.warns(LaminarWarning, match=r"vision_config \(the vision tower\) not sized"):
         read_hf_config(CONFIGS / "llava-1.5-7b.json")
+
+
+def test_sub_config_keys_are_read_and_named_in_errors():
+    """DBRX keeps its KV heads and expert widths in attn_config and ffn_config: an error names
+    the sub-config's key, a top-level copy that disagrees is refused, an unread sub-config key
+    is listed."""
+    data = _read("dbrx-instruct")
+    bad = dict(data, ffn_config=dict(data["ffn_config"], moe_top_k=99))
+    with pytest.raises(ConfigError, match=r"ffn_config\.moe_top_k: 99 exceeds the 16 experts"):
+        _spec("x", bad)
+    with pytest.raises(ConfigError, match=r"num_key_value_heads: 4 disagrees with attn_config"):
+        _spec("x", dict(data, num_key_value_heads=4))
+    with pytest.raises(ConfigError, match=r"ffn_config: expected a mapping"):
+        _spec("x", dict(data, ffn_config="moe"))
+    odd = dict(data, ffn_config=dict(data["ffn_config"], moe_expert_width_scale=2))
+    with pytest.warns(LaminarWarning, match=r"ffn_config\.moe_expert_width_scale"):
+        from_hf_config(odd, name="x", source="x.json")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the real config: every key read or harmless
+        from_hf_config(data, name="x", source="x.json")
+    assert data["ffn_config"] == _read("dbrx-instruct")["ffn_config"]  # the caller's untouched
 
 
 def test_nested_errors_name_the_text_config_key():

@@ -34,6 +34,9 @@ PATCH = {
     "dots1": dict(n_routed_experts=128, n_shared_experts=2, num_experts_per_tok=6),
     "deepseek_v2": dict(num_experts_per_tok=6),
     "nemotron": dict(num_key_value_heads=8),
+    # DBRX's attention reads attn_config.rope_theta, which the default leaves out (DBRX's own
+    # config.json states it); 4 KV heads of 16 for a GQA layout
+    "dbrx": dict(attn_config={"kv_n_heads": 4, "rope_theta": 10000.0}),
     "hunyuan_v1_dense": dict(head_dim=128),
     "ministral": dict(head_dim=128),
     "glm4_moe": dict(head_dim=128),  # GLM-4.5's config.json states it (hidden 5120, 96 heads)
