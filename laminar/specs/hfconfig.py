@@ -851,7 +851,10 @@ def _lift_nested(k: _Keys, mtype: str) -> None:
             if child in NESTED_HARMLESS:
                 k.used.add(f"{parent}.{child}")
     for canon, dotted in wanted.items():
-        if dotted not in k.data:
+        if dotted not in k.data or k.data[dotted] is None:
+            if k.data.get(canon) is None and canon not in k.alias:
+                raise k._err(dotted, f"missing; a {mtype} config.json states it (its size and "
+                             "cache depend on it)")  # fmt: skip
             continue
         k.used.add(dotted)
         if k.data.get(canon) is not None or canon in k.alias:

@@ -453,6 +453,13 @@ def test_sub_config_keys_are_read_and_named_in_errors():
         _spec("x", dict(data, num_key_value_heads=4))
     with pytest.raises(ConfigError, match=r"ffn_config: expected a mapping"):
         _spec("x", dict(data, ffn_config="moe"))
+    # a missing width is refused, not defaulted (no KV heads would read as one a query head)
+    for parent, child in (("attn_config", "kv_n_heads"), ("ffn_config", "moe_top_k")):
+        less = dict(data, **{parent: {k: v for k, v in data[parent].items() if k != child}})
+        with pytest.raises(ConfigError, match=rf"{parent}\.{child}: missing"):
+            _spec("x", less)
+    with pytest.raises(ConfigError, match=r"attn_config\.kv_n_heads: missing"):
+        _spec("x", {k: v for k, v in data.items() if k != "attn_config"})
     odd = dict(data, ffn_config=dict(data["ffn_config"], moe_expert_width_scale=2))
     with pytest.warns(LaminarWarning, match=r"ffn_config\.moe_expert_width_scale"):
         from_hf_config(odd, name="x", source="x.json")
