@@ -1,11 +1,12 @@
 """The cost file's ``policy_lengths`` block, checked: how a calibration's policy answered its task.
 
 ``laminar calibrate`` writes it (``laminar.calibrate.answers``): ``runs``, the calibration runs
-it came from, and ``buckets``, ascending and contiguous ranges of the exact answer length
-[``answer_min``, ``answer_max``), each with ``samples`` (trajectories), ``cap_frac`` (the share
-that ran to ``max_response_len``) and ``ratio_q`` (non-decreasing quantiles of response / exact
-among the rest). ``laminar.costfile`` calls :func:`check_policy_lengths`; anything else is a
-``ConfigError`` naming the file and the key.
+it came from, ``tasks`` (optional: their repeat tasks, median_len, tail_ratio and
+max_response_len, each once), and ``buckets``, ascending and contiguous ranges of the exact
+answer length [``answer_min``, ``answer_max``), each with ``samples`` (trajectories),
+``cap_frac`` (the share that ran to ``max_response_len``) and ``ratio_q`` (non-decreasing
+quantiles of response / exact among the rest). ``laminar.costfile`` calls
+:func:`check_policy_lengths`; anything else is a ``ConfigError`` naming the file and the key.
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ def check_policy_lengths(block: Any, source: str) -> dict:
     """``block`` checked (module docstring): {runs, buckets} with numbers as int / float."""
     if not isinstance(block, dict):
         raise ConfigError(source, "policy_lengths", f"expected a mapping, got {_kind(block)}")
-    extra = sorted(set(map(str, block)) - {"runs", "buckets"})
+    extra = sorted(set(map(str, block)) - {"runs", "tasks", "buckets"})
     if extra:
         raise ConfigError(source, f"policy_lengths.{extra[0][:40]}", "unknown key; expected "
-                          "runs or buckets")  # fmt: skip
+                          "runs, tasks or buckets")  # fmt: skip
     runs = _number(block.get("runs"), source, "policy_lengths.runs", 1, 10_000, whole=True)
+    tasks = _tasks(block["tasks"], source) if "tasks" in block else None
     buckets = block.get("buckets")
     if not isinstance(buckets, list) or not 1 <= len(buckets) <= MAX_BUCKETS:
         raise ConfigError(source, "policy_lengths.buckets",
@@ -63,7 +65,28 @@ def check_policy_lengths(block: Any, source: str) -> dict:
             raise ConfigError(source, f"{key}.ratio_q", "quantiles must not decrease")
         out.append({"answer_min": lo, "answer_max": hi, "samples": samples, "cap_frac": cap,
                     "ratio_q": ratios})  # fmt: skip
-    return {"runs": runs, "buckets": out}
+    return {"runs": runs, **({"tasks": tasks} if tasks is not None else {}), "buckets": out}
+
+
+TASK_KEYS = {"median_len": (1.0, 10_000.0, False), "tail_ratio": (1.0, 1000.0, False),
+             "max_response_len": (1, MAX_ANSWER, True)}  # fmt: skip
+"""A calibration run's repeat task (``laminar.calibrate.answers.task_of``): key -> (low, high,
+whole), the bounds ``runtime.task`` and ``workload.max_response_len`` take."""
+
+
+def _tasks(value: Any, source: str) -> list[dict]:
+    """``policy_lengths.tasks``: the tasks of the runs it was measured on (1..64 of them)."""
+    if not isinstance(value, list) or not 1 <= len(value) <= MAX_BUCKETS:
+        raise ConfigError(source, "policy_lengths.tasks", f"expected a list of 1..{MAX_BUCKETS} "
+                          "tasks")  # fmt: skip
+    out = []
+    for i, task in enumerate(value):
+        key = f"policy_lengths.tasks[{i}]"
+        if not isinstance(task, dict) or set(map(str, task)) != set(TASK_KEYS):
+            raise ConfigError(source, key, f"expected exactly the keys {', '.join(TASK_KEYS)}")
+        out.append({name: _number(task[name], source, f"{key}.{name}", low, high, whole=whole)
+                    for name, (low, high, whole) in TASK_KEYS.items()})  # fmt: skip
+    return out
 
 
 def _number(value: Any, source: str, key: str, low: float, high: float, *,

@@ -52,12 +52,23 @@ def answered(run: RunData) -> pd.DataFrame | None:
                          "at_cap": response >= cap})  # fmt: skip
 
 
+def task_of(config) -> dict:
+    """The repeat task a run's policy was warmed up on and trained for: what its answers
+    depend on besides the model (``laminar simulate --cost`` warns for a job with another)."""
+    task = config.runtime.task
+    return {"median_len": float(task.median_len), "tail_ratio": float(task.tail_ratio),
+            "max_response_len": int(config.workload.max_response_len)}  # fmt: skip
+
+
 def policy_lengths(runs: list[RunData]) -> dict | None:
     """The cost file's ``policy_lengths`` block (module docstring); None when no run has a
-    repeat task with a trace."""
-    frames = [f for f in map(answered, runs) if f is not None and len(f)]
-    if not frames:
+    repeat task with a trace. ``tasks``: the tasks of the runs it was measured on, each once."""
+    measured = [(run, f) for run, f in zip(runs, map(answered, runs), strict=True)
+                if f is not None and len(f)]  # fmt: skip
+    if not measured:
         return None
+    frames = [f for _, f in measured]
+    tasks = {tuple(sorted(task_of(run.config).items())) for run, _ in measured}
     df = pd.concat(frames, ignore_index=True)
     buckets = []
     for lo, hi in _edges(df["exact"].to_numpy(int)):
@@ -68,7 +79,7 @@ def policy_lengths(runs: list[RunData]) -> dict | None:
         buckets.append({"answer_min": int(lo), "answer_max": int(hi), "samples": len(part),
                         "cap_frac": float(part["at_cap"].mean()),
                         "ratio_q": [float(x) for x in q]})  # fmt: skip
-    return {"runs": len(frames), "buckets": buckets}
+    return {"runs": len(frames), "tasks": [dict(t) for t in sorted(tasks)], "buckets": buckets}
 
 
 def _edges(exact: np.ndarray) -> list[tuple[int, int]]:

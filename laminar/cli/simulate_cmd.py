@@ -44,6 +44,7 @@ def _simulate(args: argparse.Namespace) -> int:
         _note_step_bound(cfg)
     if cfg.sim.cost_file:
         _note_calibration(cfg)
+        _note_task(cfg)
     check = _range_check(cfg) if cfg.sim.cost_file else None
     return run_and_write(cfg, out_target(args, "simulate", cfg), check=check)
 
@@ -125,6 +126,38 @@ def _note_placement(cfg, extras: dict) -> None:
           f"rollout(s)) is none of its calibration runs' ({had}): how its engines share the "
           "machine is extrapolated; add a run of this placement to the calibration "
           "(docs/fidelity.md, Calibrating on your cluster)", file=sys.stderr)
+
+
+def _note_task(cfg) -> None:
+    """Warn when the job draws its task's lengths as the calibration runs' policy answered a
+    task other than its own: a job with another task trains another policy, which answers
+    otherwise (docs/fidelity.md, *Issue 31*: the held-out job's policy ran twice as long)."""
+    import sys
+
+    from laminar.calibrate.answers import task_of
+    from laminar.costfile import read_cost_file
+    from laminar.sim.setting import resolve_setting
+
+    answers = read_cost_file(cfg.sim.cost_file).policy_lengths
+    tasks = (answers or {}).get("tasks")
+    drawn = cfg.workload.source.type != "trace" and getattr(cfg.runtime.task, "type",
+                                                             "repeat") == "repeat"  # fmt: skip
+    if not tasks or not drawn or not resolve_setting(cfg):
+        return
+    mine = task_of(cfg)
+    if mine in tasks:
+        return
+
+    def said(t: dict) -> str:
+        return (f"median_len {t['median_len']:g}, tail_ratio {t['tail_ratio']:g}, "
+                f"max_response_len {t['max_response_len']}")  # fmt: skip
+
+    theirs = "; ".join(said(t) for t in tasks)
+    print(f"warning: {cfg.sim.cost_file}: this job's task lengths are drawn as its calibration "
+          f"runs' policy answered their task ({theirs}); this job's ({said(mine)}) trains "
+          "another policy, which may answer otherwise: run a few steps of it and calibrate "
+          "with --lengths-from THAT_RUN, or replay a trace (docs/fidelity.md, Calibrating on "
+          "your cluster, 5)", file=sys.stderr)  # fmt: skip
 
 
 def _note_step_bound(cfg) -> None:

@@ -67,6 +67,34 @@ def test_calibrate_recovers_how_the_policy_answered(calibrated):
             assert b["ratio_q"][-1] <= 0.5 + 1e-9  # halved (rounded down) among the rest
 
 
+def test_the_cost_file_records_the_task_its_answers_come_from(calibrated):
+    tasks = read_cost_file(calibrated).policy_lengths["tasks"]
+    assert tasks == [{"median_len": 6.0, "tail_ratio": 10.0, "max_response_len": CAP}]
+
+
+def test_a_job_with_another_task_is_warned_to_probe_its_lengths(calibrated, tmp_path, capsys):
+    """Issue 31: the held-out job (another max_response_len) trained another policy, which ran
+    twice as long; drawing its lengths from the calibration runs' answers missed its step time
+    by 18-39%. ``simulate --cost`` says so, once, and points to ``--lengths-from``; not for
+    the calibration runs' own task, nor for a job that replays a trace."""
+    args = ["simulate", "--preset", "tiny-cpu", "--set", "workload.steps=3", "--cost",
+            str(calibrated)]  # fmt: skip
+    assert main([*args, "--set", "workload.max_response_len=256",
+                 "--out", str(tmp_path / "a")]) == 0  # fmt: skip
+    err = capsys.readouterr().err
+    assert err.count("trains another policy") == 1, err
+    assert "(median_len 6, tail_ratio 10, max_response_len 128)" in err
+    assert "(median_len 6, tail_ratio 10, max_response_len 256)" in err
+    assert "--lengths-from" in err
+    assert main([*args, "--out", str(tmp_path / "b")]) == 0
+    assert "another policy" not in capsys.readouterr().err
+    trace = calibrated.parent / "a" / "trajectories.parquet"
+    assert main([*args, "--set", "workload.max_response_len=256", "--set",
+                 f"workload.source={{type: trace, path: {trace}}}",
+                 "--out", str(tmp_path / "c")]) == 0  # fmt: skip
+    assert "another policy" not in capsys.readouterr().err
+
+
 def test_simulated_task_lengths_follow_the_calibrated_policy(calibrated, tmp_path):
     cfg = load_config(preset="tiny-cpu", overrides=[f"sim.cost_file={calibrated}",
                                                     "workload.max_response_len=256"])  # fmt: skip
@@ -157,6 +185,21 @@ BUCKET = {"answer_min": 1, "answer_max": 8, "samples": 20, "cap_frac": 0.1, "rat
             "out of range",
         ),
         ({"runs": 1, "buckets": [{"answer_min": 1}]}, "policy_lengths.buckets[0]", "exactly"),
+        ({"runs": 1, "tasks": [], "buckets": [BUCKET]}, "policy_lengths.tasks", "list"),
+        ({"runs": 1, "tasks": [{"median_len": 6}], "buckets": [BUCKET]},
+         "policy_lengths.tasks[0]", "exactly"),
+        (
+            {"runs": 1, "buckets": [BUCKET],
+             "tasks": [{"median_len": 6, "tail_ratio": 0.5, "max_response_len": 128}]},
+            "policy_lengths.tasks[0].tail_ratio",
+            "out of range",
+        ),
+        (
+            {"runs": 1, "buckets": [BUCKET],
+             "tasks": [{"median_len": 6, "tail_ratio": 10, "max_response_len": 12.5}]},
+            "policy_lengths.tasks[0].max_response_len",
+            "whole number",
+        ),
     ],
 )
 def test_hostile_policy_lengths_are_refused_naming_file_and_key(tmp_path, block, key, says):
