@@ -226,6 +226,10 @@ BOMB = "a: &a [x,x,x,x,x,x,x,x,x,x]\n" + "".join(
 )
 
 
+LENGTHS_BUCKET = {"answer_min": 1, "answer_max": 8, "samples": 20, "cap_frac": 0.0,
+                  "ratio_q": [1.0]}  # fmt: skip
+
+
 def cost_cases() -> list[Case]:
     base = ["simulate", "train/config.yaml", "--cost", "cost.json", "--out", "out"]
     setup = cp("train", "cost.json")
@@ -266,6 +270,11 @@ def cost_cases() -> list[Case]:
             decode_base_s={"value": {"value": 1}})),
         "unknown-key": edit_json("cost.json", lambda d: d["coefficients"].update(
             bogus_s={"value": 1.0, "unit": "s", "source": "x"})),
+        "tasks-text": edit_json("cost.json", lambda d: d.update(policy_lengths={
+            "runs": 1, "tasks": "x", "buckets": [LENGTHS_BUCKET]})),
+        "tasks-nan": edit_json("cost.json", lambda d: d.update(policy_lengths={
+            "runs": 1, "buckets": [LENGTHS_BUCKET], "tasks": [
+                {"median_len": float("nan"), "tail_ratio": 10, "max_response_len": 128}]})),
     }  # fmt: skip
     for name, s in whole.items():
         out.append(Case("cost", f"file-{name}", base, REFUSE, chain(setup, s),
