@@ -62,6 +62,13 @@ def _calibrate(args: argparse.Namespace) -> int:
               + (f", {content['runtime']['speed_scaled_by']:.3f}x the calibration runs' time"
                  if "speed_scaled_by" in content["runtime"] else ""))  # fmt: skip
     print("\n" + ranges_table(content.get("ranges", {})))
+    answers = content.get("policy_lengths")
+    if answers and answers.get("tasks"):
+        where = "the --lengths-from run(s)" if args.lengths_from else "the calibration runs"
+        print(f"\ntask lengths as {where} answered (policy_lengths, {answers['runs']} run(s)): "
+              + "; ".join(f"median_len {t['median_len']:g}, tail_ratio {t['tail_ratio']:g}, "
+                          f"max_response_len {t['max_response_len']}" for t in answers["tasks"])
+              + "; a job with another task: probe it and recalibrate with --lengths-from")
     print(f"\ncost file: {args.out}  (laminar simulate CONFIG --cost {args.out})")
     return 0
 

@@ -227,7 +227,11 @@ def test_lengths_from_a_probe_of_the_job_replace_the_calibration_runs_answers(ca
     trace.to_parquet(probe / "trajectories.parquet", index=False)
     runs = [str(calibrated.parent / name) for name in ("a", "b")]  # the fixture's
     out = tmp_path / "cost.json"
+    capsys.readouterr()
     assert main(["calibrate", *runs, "--lengths-from", str(probe), "-o", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "task lengths as the --lengths-from run(s) answered (policy_lengths, 1 run(s)): " \
+           "median_len 6, tail_ratio 10, max_response_len 128" in said, said
     mine, theirs = json.loads(out.read_text()), json.loads(calibrated.read_text())
     assert mine["coefficients"] == theirs["coefficients"]
     assert mine["policy_lengths"]["runs"] == 1
