@@ -429,11 +429,14 @@ NESTED: dict[str, dict[str, str]] = {
         "num_local_experts": "ffn_config.moe_num_experts",
         "num_experts_per_tok": "ffn_config.moe_top_k",
         "moe_intermediate_size": "ffn_config.ffn_hidden_size",
-        "hidden_size": "ffn_config.hidden_size",
     },
 }
 """Families that keep size-setting keys in sub-configs: canonical key -> ``parent.child``
-(DBRX's ``attn_config`` and ``ffn_config``, transformers' DbrxConfig)."""
+(DBRX's ``attn_config`` and ``ffn_config``, transformers' DbrxConfig), each required."""
+
+NESTED_COPIES: dict[str, dict[str, str]] = {"dbrx": {"hidden_size": "ffn_config.hidden_size"}}
+"""Sub-config copies of a top-level key (transformers writes DBRX's width into ffn_config too):
+checked against it where both are given, never required."""
 
 NESTED_HARMLESS = frozenset(("model_type", "attn_pdrop", "clip_qkv", "rope_theta", "ffn_act_fn",
                              "moe_jitter_eps", "moe_loss_weight", "moe_normalize_expert_weights",
@@ -835,35 +838,49 @@ def _lift_nested(k: _Keys, mtype: str) -> None:
     """A family's sub-configs (:data:`NESTED`) read as dotted keys (``ffn_config.moe_top_k``,
     named so in errors); a canonical key also at the top must agree with its sub-config's, and
     a sub-config key nothing reads is listed with the unread keys."""
-    wanted = NESTED.get(mtype)
-    if not wanted:
+    wanted, copies = NESTED.get(mtype, {}), NESTED_COPIES.get(mtype, {})
+    if not wanted and not copies:
         return
     k.data = dict(k.data)
-    for parent in sorted({d.split(".")[0] for d in wanted.values()}):
-        sub = k.data.get(parent)
-        if sub is None:
-            continue
-        if not isinstance(sub, dict):
-            raise k._err(parent, "expected a mapping (a sub-config)")
-        k.used.add(parent)
-        for child, value in sub.items():
-            k.data[f"{parent}.{child}"] = value
-            if child in NESTED_HARMLESS:
-                k.used.add(f"{parent}.{child}")
+    for parent in sorted({d.split(".")[0] for d in (*wanted.values(), *copies.values())}):
+        _flatten(k, parent)
     for canon, dotted in wanted.items():
-        if dotted not in k.data or k.data[dotted] is None:
+        if k.data.get(dotted) is None:
             if k.data.get(canon) is None and canon not in k.alias:
                 raise k._err(dotted, f"missing; a {mtype} config.json states it (its size and "
                              "cache depend on it)")  # fmt: skip
             continue
-        k.used.add(dotted)
-        if k.data.get(canon) is not None or canon in k.alias:
-            top = k.name(canon)
-            if k.data.get(top) != k.data[dotted]:
-                raise k._err(canon, f"{k.data.get(top)!r:.40} disagrees with {k.where}{dotted} "
-                             f"({k.data[dotted]!r:.40})")  # fmt: skip
-        else:
+        if k.data.get(canon) is None and canon not in k.alias:
             k.alias[canon] = dotted
+            k.used.add(dotted)
+        else:
+            _agree(k, canon, dotted)
+    for canon, dotted in copies.items():
+        if k.data.get(dotted) is not None:
+            _agree(k, canon, dotted)
+
+
+def _flatten(k: _Keys, parent: str) -> None:
+    """A sub-config's keys as ``parent.child`` in ``k.data`` (its harmless ones marked read)."""
+    sub = k.data.get(parent)
+    if sub is None:
+        return
+    if not isinstance(sub, dict):
+        raise k._err(parent, "expected a mapping (a sub-config)")
+    k.used.add(parent)
+    for child, value in sub.items():
+        k.data[f"{parent}.{child}"] = value
+        if child in NESTED_HARMLESS:
+            k.used.add(f"{parent}.{child}")
+
+
+def _agree(k: _Keys, canon: str, dotted: str) -> None:
+    """A top-level key and its sub-config's copy (both given) must be the same value."""
+    k.used.add(dotted)
+    top = k.name(canon)
+    if k.data.get(top) is not None and k.data[top] != k.data[dotted]:
+        raise k._err(canon, f"{k.data[top]!r:.40} disagrees with {k.where}{dotted} "
+                     f"({k.data[dotted]!r:.40})")  # fmt: skip
 
 
 def _mlp_params(fam: Family, k: _Keys, hidden: int, inter: int) -> int:

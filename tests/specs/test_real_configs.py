@@ -460,6 +460,11 @@ def test_sub_config_keys_are_read_and_named_in_errors():
             _spec("x", less)
     with pytest.raises(ConfigError, match=r"attn_config\.kv_n_heads: missing"):
         _spec("x", {k: v for k, v in data.items() if k != "attn_config"})
+    # ffn_config's copy of the width is checked where given, never required
+    copy = dict(data, ffn_config=dict(data["ffn_config"], hidden_size=6144))
+    assert _spec("x", copy).total_params == EXACT["dbrx-instruct"]
+    with pytest.raises(ConfigError, match=r"d_model: 6144 disagrees with ffn_config\.hidden_size"):
+        _spec("x", dict(data, ffn_config=dict(data["ffn_config"], hidden_size=4096)))
     odd = dict(data, ffn_config=dict(data["ffn_config"], moe_expert_width_scale=2))
     with pytest.warns(LaminarWarning, match=r"ffn_config\.moe_expert_width_scale"):
         from_hf_config(odd, name="x", source="x.json")
