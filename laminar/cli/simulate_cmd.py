@@ -42,23 +42,25 @@ def _simulate(args: argparse.Namespace) -> int:
     cfg = config_from_args(args, extra)
     if args.cost and not own_cost:
         _note_step_bound(cfg)
+    check = None
     if cfg.sim.cost_file:
+        from laminar.costfile import read_cost_file
+
+        cost = read_cost_file(cfg.sim.cost_file)  # once, for the notes and the range check
         _note_calibration(cfg)
-        _note_task(cfg)
-    check = _range_check(cfg) if cfg.sim.cost_file else None
+        _note_task(cfg, cost.policy_lengths)
+        check = _range_check(cfg, cost.ranges)
     return run_and_write(cfg, out_target(args, "simulate", cfg), check=check)
 
 
-def _range_check(cfg):
-    """With a cost file that records the ranges its calibration saw
-    (``laminar.calibrate.ranges``): a check of the result that warns on stderr, one line per
+def _range_check(cfg, calibrated: dict | None):
+    """With a cost file that records the ranges its calibration saw (``calibrated``,
+    ``laminar.calibrate.ranges``): a check of the result that warns on stderr, one line per
     quantity the prediction takes outside them; None for a file without ranges."""
     import sys
 
     from laminar.calibrate.ranges import outside, predicted_ranges
-    from laminar.costfile import read_cost_file
 
-    calibrated = read_cost_file(cfg.sim.cost_file).ranges
     if not calibrated:
         return None
 
@@ -128,17 +130,16 @@ def _note_placement(cfg, extras: dict) -> None:
           "(docs/fidelity.md, Calibrating on your cluster)", file=sys.stderr)
 
 
-def _note_task(cfg) -> None:
-    """Warn when the job draws its task's lengths as the calibration runs' policy answered a
-    task other than its own: a job with another task trains another policy, which answers
-    otherwise (docs/fidelity.md, *Issue 31*: the held-out job's policy ran twice as long)."""
+def _note_task(cfg, answers: dict | None) -> None:
+    """Warn when the job draws its task's lengths as the calibration runs' policy answered
+    (``answers``, the cost file's ``policy_lengths``) a task other than its own: a job with
+    another task trains another policy, which answers otherwise (docs/fidelity.md, *Issue
+    31*: the held-out job's policy ran twice as long)."""
     import sys
 
     from laminar.calibrate.answers import task_of
-    from laminar.costfile import read_cost_file
     from laminar.sim.setting import resolve_setting
 
-    answers = read_cost_file(cfg.sim.cost_file).policy_lengths
     tasks = (answers or {}).get("tasks")
     drawn = cfg.workload.source.type != "trace" and getattr(cfg.runtime.task, "type",
                                                              "repeat") == "repeat"  # fmt: skip

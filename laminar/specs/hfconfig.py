@@ -845,16 +845,16 @@ def _lift_nested(k: _Keys, mtype: str) -> None:
     for parent in sorted({d.split(".")[0] for d in (*wanted.values(), *copies.values())}):
         _flatten(k, parent)
     for canon, dotted in wanted.items():
+        at_top = k.data.get(canon) is not None or canon in k.alias
         if k.data.get(dotted) is None:
-            if k.data.get(canon) is None and canon not in k.alias:
+            if not at_top:
                 raise k._err(dotted, f"missing; a {mtype} config.json states it (its size and "
                              "cache depend on it)")  # fmt: skip
-            continue
-        if k.data.get(canon) is None and canon not in k.alias:
+        elif at_top:
+            _agree(k, canon, dotted)
+        else:
             k.alias[canon] = dotted
             k.used.add(dotted)
-        else:
-            _agree(k, canon, dotted)
     for canon, dotted in copies.items():
         if k.data.get(dotted) is not None:
             _agree(k, canon, dotted)
