@@ -69,8 +69,25 @@ def _calibrate(args: argparse.Namespace) -> int:
               + "; ".join(f"median_len {t['median_len']:g}, tail_ratio {t['tail_ratio']:g}, "
                           f"max_response_len {t['max_response_len']}" for t in answers["tasks"])
               + "; a job with another task: probe it and recalibrate with --lengths-from")
+    _print_protocol(args.runs)
     print(f"\ncost file: {args.out}  (laminar simulate CONFIG --cost {args.out})")
     return 0
+
+
+def _print_protocol(run_dirs: list[str]) -> None:
+    """Say what the calibration runs lack of docs/fidelity.md's protocol
+    (``laminar.calibrate.protocol``), and what accuracy that costs."""
+    from laminar.calibrate.protocol import SHORTCUT, protocol_gaps, read_protocol_inputs
+
+    gaps = protocol_gaps(read_protocol_inputs(run_dirs))
+    if not gaps:
+        print("\nprotocol: the runs meet docs/fidelity.md's (steps, repeats, a one-rollout run)")
+        return
+    print("\nprotocol (docs/fidelity.md, Calibrating on your cluster): read predictions from this "
+          "cost file as rougher than that page's figures:")  # fmt: skip
+    for gap in gaps:
+        print(f"  - {gap}")
+    print(f"  ({SHORTCUT})")
 
 
 def _at_speed_of(content: dict, run_dir: str) -> dict:
