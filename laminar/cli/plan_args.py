@@ -27,7 +27,7 @@ def space_from_args(args: argparse.Namespace, base):
     """The :class:`~laminar.plan.SearchSpace` the arguments describe (errors name the flag);
     values are not yet validated against the config (:func:`validate_space`)."""
     from laminar.plan import SearchSpace
-    from laminar.plan.space import DEFAULT_FRACTIONS, DEFAULT_MAX_BATCHES, DEFAULT_TPS
+    from laminar.plan.space import DEFAULT_FRACTIONS, DEFAULT_MAX_BATCHES, default_rollout_tps
     from laminar.sim.registry import all_systems
 
     sets = _set_keys(args.overrides)
@@ -49,7 +49,7 @@ def space_from_args(args: argparse.Namespace, base):
     gpus = axis("cluster.gpus", "--gpus", numbers("--gpus", int), (base.cluster.gpus,),
                 (base.cluster.gpus,))  # fmt: skip
     tps = axis("model.rollout_tp", "--tp", numbers("--tp", int), (base.model.rollout_tp,),
-               DEFAULT_TPS)  # fmt: skip
+               default_rollout_tps(base))  # fmt: skip
     batches = axis("sim.max_batch", "--max-batch", numbers("--max-batch", int),
                    (base.sim.max_batch,), DEFAULT_MAX_BATCHES)  # fmt: skip
     repack = {"both": (True, False), "on": (True,), "off": (False,)}

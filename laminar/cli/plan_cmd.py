@@ -41,7 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--trainer-fractions", metavar="LIST",
                    help="trainer shares of the machines, rounded to whole machines "
                    "(default: 0.125,0.25,...,0.875)")  # fmt: skip
-    g.add_argument("--tp", metavar="LIST", help="rollout TP degrees (default: 1,2,4,8)")
+    g.add_argument("--tp", metavar="LIST", help="rollout TP degrees (default: 1,2,4,8; for a "
+                   "model none of those hold, powers of two from the smallest that does)")
     g.add_argument("--max-batch", metavar="LIST", help="sim.max_batch values (default: "
                    "64,128,256)")  # fmt: skip
     g.add_argument("--trainer-layouts", metavar="LIST",

@@ -63,6 +63,10 @@ class ClusterConfig(Section):
         return self
 
 
+MAX_ROLLOUT_TP = 64
+"""Largest ``model.rollout_tp`` a config takes (``laminar plan``'s TP axis stops there too)."""
+
+
 class ModelConfig(Section):
     """The policy model being trained."""
 
@@ -79,7 +83,7 @@ class ModelConfig(Section):
     """Inline ``config.json`` keys (``hidden_size``, ``num_hidden_layers``, ...; at most 256);
     wins over ``hf_config`` and ``name``. None: not used."""
 
-    rollout_tp: int = Field(1, ge=1, le=64)
+    rollout_tp: int = Field(1, ge=1, le=MAX_ROLLOUT_TP)
     """Tensor-parallel degree of one rollout replica (GPUs, 1..64)."""
 
     rollout_ep: int = Field(1, ge=1, le=512)

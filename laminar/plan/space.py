@@ -85,6 +85,40 @@ class Point:
     trainer_layout: tuple[int, int, int, int] = (1, 1, 1, 1)  # tp, pp, ep, cp
 
 
+def default_rollout_tps(base: LaminarConfig) -> tuple[int, ...]:
+    """The rollout TPs a plan tries without ``--tp``: :data:`DEFAULT_TPS`, unless none of them
+    holds the base config's model and one longest trajectory at its ``model.rollout_ep`` and
+    ``rollout_quant`` (DeepSeek-V3 in BF16 on any catalog GPU): then four powers of two from
+    the smallest TP that does, so such a plan simulates something instead of rejecting every
+    point for memory (``laminar.specs.memory``, the check that rejects them)."""
+    from laminar.config.cluster import MAX_ROLLOUT_TP
+    from laminar.specs.hardware import hardware_spec
+    from laminar.specs.memory import MAX_REPLICA_GPUS, longest_trajectory_tokens, rollout_replica
+    from laminar.specs.model import model_spec
+
+    try:
+        spec, hw = model_spec(base.model), hardware_spec(base.cluster)
+    except ConfigError:  # the config's own check says what is wrong, point by point
+        return DEFAULT_TPS
+    need = longest_trajectory_tokens(base)
+    ep = base.model.rollout_ep
+
+    def holds(tp: int) -> bool:
+        return rollout_replica(base, spec, hw, tp, ep).kv_tokens_per_group >= need
+
+    if any(holds(tp) for tp in DEFAULT_TPS):
+        return DEFAULT_TPS
+    def allowed(tp: int) -> bool:
+        return tp <= MAX_ROLLOUT_TP and tp * ep <= MAX_REPLICA_GPUS
+
+    tp = 2 * max(DEFAULT_TPS)
+    while allowed(tp) and not holds(tp):
+        tp *= 2
+    if not allowed(tp):
+        return DEFAULT_TPS  # nothing fits: every point is rejected with the smallest that would
+    return tuple(t for t in (tp, 2 * tp, 4 * tp, 8 * tp) if allowed(t))
+
+
 def grid_key_of(key: str) -> str | None:
     """The grid key that ``key`` is, holds (a section above it) or lies under; None if none."""
     for g in GRID_KEYS:

@@ -229,3 +229,44 @@ def test_a_plan_with_nothing_feasible_still_writes_its_reasons(tmp_path):
     assert "no point was simulated" in top_table(result)
     out = write_plan(result, tmp_path / "plan")
     assert not (out / "best.yaml").exists() and (out / "pareto.png").exists()
+
+
+def test_the_default_tps_reach_a_model_that_none_of_1_to_8_holds():
+    """DeepSeek-V3 in BF16 fits no replica of TP 1-8 on any catalog GPU: without ``--tp`` a plan
+    tried only those and rejected every point for memory. The default axis now starts at the
+    smallest TP that holds the weights and one longest trajectory (the memory check's own
+    figure), and stays 1, 2, 4, 8 for a model that one of those holds."""
+    from laminar.config.cluster import MAX_ROLLOUT_TP
+    from laminar.plan.space import DEFAULT_TPS, default_rollout_tps
+    from laminar.specs.memory import check_fit
+
+    assert default_rollout_tps(_base()) == DEFAULT_TPS  # qwen2.5-7b
+    assert default_rollout_tps(_base("model.name=qwen2.5-72b")) == DEFAULT_TPS  # TP 4 holds it
+    big = _base("model.name=deepseek-v3", "cluster.hardware=h20", "cluster.gpus=256")
+    tps = default_rollout_tps(big)
+    assert tps[0] > max(DEFAULT_TPS) and max(tps) <= MAX_ROLLOUT_TP
+    assert list(tps) == [tps[0] * 2**i for i in range(len(tps))]
+
+    def holds(tp):
+        cfg = big.model_copy(update={"model": big.model.model_copy(update={"rollout_tp": tp})})
+        return not check_fit(cfg).reason.startswith("a rollout replica")
+
+    assert holds(tps[0]) and not holds(tps[0] // 2)
+    # FP8 weights: half the bytes, so a smaller TP holds them
+    fp8 = default_rollout_tps(_base("model.name=deepseek-v3", "cluster.hardware=h20",
+                                    "cluster.gpus=256", "model.rollout_quant=fp8"))  # fmt: skip
+    assert fp8[0] == tps[0] // 2 or fp8 == DEFAULT_TPS
+
+
+def test_a_plan_of_a_model_too_big_for_tp_8_simulates_by_default(tmp_path, capsys):
+    args = ["plan", "--set", "model.name=deepseek-v3", "--set", "cluster.hardware=h20",
+            "--set", "workload.steps=3", "--set", "workload.prompts_per_step=8",
+            "--set", "workload.max_response_len=2048", "--gpus", "256", "--systems", "laminar",
+            "--trainer-fractions", "0.75", "--max-batch", "64", "--repack", "on", "--jobs", "1",
+            "--no-cache", "--out", str(tmp_path / "plan")]  # fmt: skip
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "no point could be simulated" not in out
+    points = pd.read_csv(tmp_path / "plan" / "plan.csv")
+    assert (points["status"] == "full").any()
+    assert points["rollout_tp"].min() > 8
