@@ -17,6 +17,13 @@ class BaselinesConfig(Section):
     """η of the AReaL-like ``partial`` system: a trajectory is trained on at most η versions
     after the oldest version it was generated with (versions, 0..64); AReaL's default is 1."""
 
+    partial_inflight_prompts: int = Field(0, ge=0, le=1_000_000)
+    """Prompt groups the ``partial`` system generates at once over all its rollouts (count,
+    0..1e6; 0: one global batch, ``workload.prompts_per_step``): AReaL's
+    ``max_concurrent_rollouts``, whose default is its consumer batch size, and NeMo RL's
+    asynchronous collector, which keeps ``num_prompts_per_step x max_trajectory_age_steps``
+    groups in flight. A group starts as soon as one finishes and the staleness bound allows."""
+
     stream_minibatches: int = Field(4, ge=1, le=1024)
     """Mini-batches per global batch in the ``stream`` system: the trainer starts on each as
     soon as its groups are complete (count, 1..1024). 4 splits the paper's 512 x 16 batch into

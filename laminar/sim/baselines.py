@@ -297,7 +297,14 @@ def _work_end(cluster, start_s: float, seconds: float) -> float:
 
 
 class Partial(GlobalSync):
-    """AReaL-like partial rollout with a staleness bound η (Fig. 3d)."""
+    """AReaL-like partial rollout with a staleness bound η (Fig. 3d).
+
+    Work reaches the engines as the systems this models send it: each prompt group starts as
+    soon as fewer than ``baselines.partial_inflight_prompts`` groups are generating and the
+    staleness bound admits it (AReaL's ``max_concurrent_rollouts`` with its
+    ``StalenessManager``; NeMo RL's asynchronous collector, nemo_rl/algorithms/async_utils.py),
+    and a replica's engine admits a queued sequence whenever one finishes. So a busy replica is
+    topped up as its groups finish (:meth:`top_up`), never left to drain before it refills."""
 
     name: ClassVar[str] = "partial"
     description: ClassVar[str] = (
@@ -310,26 +317,69 @@ class Partial(GlobalSync):
         super().__init__(cfg)
         self.bound = StalenessBound(cfg.baselines.partial_eta)
         self.staleness_bound = cfg.baselines.partial_eta
+        w = cfg.workload
+        self.inflight_cap = cfg.baselines.partial_inflight_prompts or w.prompts_per_step
 
     def start(self, cluster) -> None:
         super().start(cluster)
         self.started_groups = 0
+        self.inflight = 0  # groups started and not yet complete
+        # Empty replicas waiting for a place in flight, first come first served: [event, live]
+        self._room_queue: deque = deque()
         self.open: deque = deque()  # groups handed out and not yet trained on, in order
 
-    def refill(self, cluster, replica) -> Proc:
-        """Continuous generation, with AReaL's admission control: the last group taken now is
-        consumed, counting in order, by trainer version (started + n - 1) // batch."""
-        n, batch = cluster.batch_groups, self.cfg.workload.prompts_per_step
-        while True:
-            yield from replica.wait_up()
-            consumer = (self.started_groups + n - 1) // batch
-            if self.bound.admits(consumer, replica.version):
-                break
-            yield self._go  # the next update moves the window
-        groups = cluster.prompts.take(n)
-        self.started_groups += n
+    def _admitted(self, want: int, version: int) -> int:
+        """How many of the next ``want`` groups may start now on ``version``: fewer than the
+        in-flight cap generating, and AReaL's bound: the group started k-th (0-based) is
+        consumed, counting in order, by trainer version k // batch."""
+        batch = self.cfg.workload.prompts_per_step
+        limit = min(want, self.inflight_cap - self.inflight)
+        k = 0
+        while k < limit and self.bound.admits((self.started_groups + k) // batch, version):
+            k += 1
+        return k
+
+    def _start(self, cluster, replica, k: int) -> None:
+        groups = cluster.prompts.take(k)
+        self.started_groups += k
+        self.inflight += k
         self.open.extend(groups)
         replica.assign([t for g in groups for t in g.trajs])
+
+    def refill(self, cluster, replica) -> Proc:
+        """An empty replica takes up to its share of groups (``Cluster.batch_groups``) once
+        the in-flight cap and the staleness bound admit one."""
+        while True:
+            yield from replica.wait_up()
+            k = self._admitted(cluster.batch_groups, replica.version)
+            if k:
+                break
+            waiter = [cluster.env.event(), True]
+            self._room_queue.append(waiter)
+            yield self._go | waiter[0]  # the next update moves the window; a group ends
+            waiter[1] = False
+        self._start(cluster, replica, k)
+
+    def top_up(self, cluster, replica) -> None:
+        """After trajectories finished on a busy replica: whole groups join its queue while it
+        holds fewer than ``sim.max_batch`` sequences and the cap and the bound admit them."""
+        room = replica.max_batch - len(replica.running) - len(replica.waiting)
+        if room > 0:
+            n = self.cfg.workload.samples_per_prompt
+            k = self._admitted(-(-room // n), replica.version)
+            if k:
+                self._start(cluster, replica, k)
+
+    def deliver(self, cluster, group) -> None:
+        """A group completed: into the buffer, and its place in flight is free."""
+        super().deliver(cluster, group)
+        self.inflight -= 1
+        queue = self._room_queue
+        while queue:  # wake the first replica still waiting (one place: one replica)
+            event, live = queue.popleft()
+            if live:
+                event.succeed()
+                break
 
     def sample(self, cluster, step: int) -> Proc:
         """The batch for ``step``: every group that would outgrow η after this step (waiting

@@ -119,3 +119,49 @@ def test_same_workload_for_every_system(run):
         common = lengths[0].index.intersection(other.index)
         assert len(common) > 0
         assert (lengths[0].loc[common] == other.loc[common]).all()
+
+
+def _groups(t):
+    """Each prompt group's replica, start (its trajectories are handed out together) and end
+    (its last trajectory's; never, if it did not finish)."""
+    g = t.groupby("group_id").agg(replica=("replica_id", "first"), start=("gen_start_s", "min"),
+                                  end=("gen_end_s", "max"))  # fmt: skip
+    return g.fillna({"end": float("inf")})
+
+
+def _most_in_flight(g) -> int:
+    """Most groups started and not complete at one moment (an end before a start at a tie)."""
+    events = sorted([(s, 1) for s in g["start"]] + [(e, -1) for e in g["end"]])
+    now = most = 0
+    for _, d in events:
+        now += d
+        most = max(most, now)
+    return most
+
+
+@pytest.mark.parametrize("cap", [0, 3, 12])
+def test_partial_keeps_its_groups_in_flight_within_the_cap(cap):
+    """AReaL's max_concurrent_rollouts (default: its consumer batch) and NeMo RL's collector
+    (prompts_per_step x max age): at most ``cap`` groups generate at once, and the cap binds."""
+    r = simulate(small_config("sim.systems=[partial]", "workload.steps=6", "sim.max_batch=64",
+                              f"baselines.partial_inflight_prompts={cap}"))  # fmt: skip
+    limit = cap or r.config.workload.prompts_per_step
+    assert _most_in_flight(_groups(r.trajectories)) == limit
+
+
+def test_partial_tops_up_a_busy_replica_instead_of_letting_it_drain():
+    """A replica takes new groups as its groups finish, while others still run on it (the
+    engine admits queued sequences whenever one finishes), not only once it is empty."""
+    r = simulate(small_config("sim.systems=[partial]", "workload.steps=6", "sim.max_batch=64",
+                              "baselines.partial_inflight_prompts=12"))  # fmt: skip
+    t = r.trajectories
+    g = _groups(t)
+    topped = 0
+    for gid, row in g.iterrows():
+        mine = t[(t["replica_id"] == row["replica"]) & (t["group_id"] != gid)]
+        if ((mine["gen_start_s"] < row["start"]) & (mine["gen_end_s"] > row["start"])).any():
+            topped += 1
+    assert topped > len(g) // 4
+    # and a replica never holds more than sim.max_batch sequences by taking them
+    reps = r.replicas
+    assert (reps["running"] <= 64).all()
