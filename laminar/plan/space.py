@@ -108,6 +108,7 @@ def default_rollout_tps(base: LaminarConfig) -> tuple[int, ...]:
 
     if any(holds(tp) for tp in DEFAULT_TPS):
         return DEFAULT_TPS
+
     def allowed(tp: int) -> bool:
         return tp <= MAX_ROLLOUT_TP and tp * ep <= MAX_REPLICA_GPUS
 
