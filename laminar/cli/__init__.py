@@ -52,6 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not hasattr(args, "func"):
         parser.print_help()
         return 0
+    _SHOWN.clear()
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
@@ -98,10 +99,19 @@ def _bounded(message: str) -> str:
     return f"{message[:MAX_MESSAGE_CHARS]} ... ({more:,} more characters)"
 
 
+_SHOWN: set[str] = set()
+"""Laminar warnings printed by the command running now: each once (a plan sizes its model
+at every point it simulates, and said the same thing once per point)."""
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """``laminar: warning: ...`` for Laminar's warnings; others as Python shows them."""
+    """``laminar: warning: ...`` for Laminar's warnings, each text once a command; others as
+    Python shows them."""
     if issubclass(category, LaminarWarning):
-        print(f"laminar: warning: {_bounded(str(message))}", file=sys.stderr)
+        text = _bounded(str(message))
+        if text not in _SHOWN:
+            _SHOWN.add(text)
+            print(f"laminar: warning: {text}", file=sys.stderr)
     else:
         text = warnings.formatwarning(message, category, filename, lineno, line)
         (file or sys.stderr).write(text)

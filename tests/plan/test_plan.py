@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -270,3 +271,29 @@ def test_a_plan_of_a_model_too_big_for_tp_8_simulates_by_default(tmp_path, capsy
     points = pd.read_csv(tmp_path / "plan" / "plan.csv")
     assert (points["status"] == "full").any()
     assert points["rollout_tp"].min() > 8
+
+
+def test_a_warning_about_the_model_is_printed_once_a_plan(tmp_path, capsys):
+    """A plan sizes its model at every point it simulates; an ``hf_config`` with a tower it
+    does not size said so once a point (17 times for this plan). Each warning text now prints
+    once a command; distinct ones all print."""
+    import warnings
+
+    from laminar.cli import _show_warning
+    from laminar.errors import LaminarWarning
+
+    config = Path(__file__).resolve().parents[1] / "specs" / "configs" / "llava-1.5-7b.json"
+    args = ["plan", "--set", f"model.hf_config={config}", "--set", "workload.steps=3",
+            "--set", "workload.prompts_per_step=8", "--set", "cluster.gpus=16",
+            "--systems", "laminar", "--trainer-fractions", "0.5", "--max-batch", "64",
+            "--repack", "on", "--jobs", "1", "--no-cache",
+            "--out", str(tmp_path / "p")]  # fmt: skip
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert err.count("laminar: warning:") == 1 and "vision_config" in err, err
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")  # Python's own once-a-place filter out of the way
+        warnings.showwarning = _show_warning
+        for text in ("first", "second", "first"):
+            warnings.warn(text, LaminarWarning, stacklevel=1)
+    assert capsys.readouterr().err.count("laminar: warning:") == 2
