@@ -1,6 +1,7 @@
 """Time the simulator (issue 4 speed goals).
 
     python benchmarks/bench_sim.py [--repeats 3] [--quick] [--headline-only [--against DIR...]]
+        [--set KEY=VALUE ...]
     python benchmarks/bench_sim.py --phases
 
 1. ``paper-math-7b`` at 1024 GPUs for 20 trainer steps, whole ``simulate()`` call (workload
@@ -13,7 +14,8 @@
    Several DIRs are timed in the same rotation; code older than the summary-only mode runs
    the whole call only, which is then what this code's summary-only call is compared with.
    ``--against pure`` is this checkout with its mypyc-compiled modules off
-   (``laminar.native``, ``LAMINAR_NATIVE=0``).
+   (``laminar.native``, ``LAMINAR_NATIVE=0``). ``--set KEY=VALUE`` changes the headline config
+   in every run of part 1, e.g. ``--set sim.systems=[partial]`` to time a baseline instead.
    ``--phases``: where the summary-only headline's CPU time goes (the rollout manager's repack
    checks, prompt hand-out, trainer consumption, SimPy's own event loop), by timing those
    calls in place, next to the whole call.
@@ -110,10 +112,11 @@ def timed(preset: str | None, overrides: list[str], *, summary_only: bool = Fals
     }
 
 
-def _headline_in_process(src: str | None, summary_only: bool) -> dict:
-    """One headline run in a fresh interpreter, on the ``laminar`` package under ``src`` (None:
-    this checkout's), so old and new code never share a process."""
-    env = dict(os.environ, BENCH_SIM_SRC=src or "")
+def _headline_in_process(src: str | None, summary_only: bool, sets: list[str]) -> dict:
+    """One headline run (its config changed by ``sets``) in a fresh interpreter, on the
+    ``laminar`` package under ``src`` (None: this checkout's), so old and new code never share
+    a process."""
+    env = dict(os.environ, BENCH_SIM_SRC=src or "", BENCH_SIM_SETS=json.dumps(sets))
     if src == PURE:  # this checkout, its compiled modules off (``laminar.native``)
         env.update(BENCH_SIM_SRC="", LAMINAR_NATIVE="0")
     cmd = [sys.executable, __file__, "--one-headline"]
@@ -145,7 +148,7 @@ def _medians(rs: list[dict]) -> dict:
     }
 
 
-def against(repeats: int, srcs: list[str]) -> dict:
+def against(repeats: int, srcs: list[str], sets: list[str]) -> dict:
     """Before/after on the headline: each of ``srcs``' code and this checkout's, alternating
     (every repeat runs each version once per mode, in a fresh process each).
 
@@ -158,7 +161,7 @@ def against(repeats: int, srcs: list[str]) -> dict:
         for label, where, so_modes in [*((s, s, m) for s, m in modes.items()),
                                        ("after", None, (False, True))]:  # fmt: skip
             for so in so_modes:
-                runs.setdefault((label, so), []).append(_headline_in_process(where, so))
+                runs.setdefault((label, so), []).append(_headline_in_process(where, so, sets))
     after = {"full": _medians(runs["after", False]),
              "summary_only": _medians(runs["after", True])}  # fmt: skip
     out: dict = {"after": after, "before": {}}
@@ -238,13 +241,14 @@ def phases() -> dict:
             "timings_s": result.timings_s}
 
 
-def headline(repeats: int) -> dict:
-    """The headline run, whole ``simulate()`` (tables included) and in the planner's
-    summary-only mode (``laminar.plan``), alternating so both see the same machine load."""
+def headline(repeats: int, sets: list[str] = ()) -> dict:
+    """The headline run (its config changed by ``sets``), whole ``simulate()`` (tables
+    included) and in the planner's summary-only mode (``laminar.plan``), alternating so both
+    see the same machine load."""
     runs: dict[str, list[dict]] = {"full": [], "summary_only": []}
     for _ in range(repeats):
-        runs["full"].append(timed("paper-math-7b", []))
-        runs["summary_only"].append(timed("paper-math-7b", [], summary_only=True))
+        runs["full"].append(timed("paper-math-7b", list(sets)))
+        runs["summary_only"].append(timed("paper-math-7b", list(sets), summary_only=True))
     out = {}
     for mode, rs in runs.items():
         out[mode] = dict(rs[0])
@@ -314,6 +318,9 @@ def main() -> None:
     ap.add_argument("--against", metavar="DIR", nargs="+", help="with --headline-only: "
                     "before/after, each DIR holding an older laminar package ('pure': this "
                     "checkout without its compiled modules)")
+    ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                    help="with --headline-only: change the headline config in every run, e.g. "
+                    "sim.systems=[partial]")  # fmt: skip
     ap.add_argument("--phases", action="store_true", help="where the headline's time goes")
     ap.add_argument("--one-headline", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--has-summary-only", action="store_true", help=argparse.SUPPRESS)
@@ -326,13 +333,14 @@ def main() -> None:
         print(json.dumps(has_summary_only()))
         return
     if args.one_headline:  # a child of ``against``
-        print(json.dumps(timed("paper-math-7b", [], summary_only=args.summary_only)))
+        sets = json.loads(os.environ.get("BENCH_SIM_SETS") or "[]")
+        print(json.dumps(timed("paper-math-7b", sets, summary_only=args.summary_only)))
         return
     if args.headline_only and args.against:
-        print(json.dumps({"against": against(args.repeats, args.against)}, indent=2))
+        print(json.dumps({"against": against(args.repeats, args.against, args.sets)}, indent=2))
         return
     if args.headline_only:
-        print(json.dumps({"headline": headline(args.repeats)}, indent=2))
+        print(json.dumps({"headline": headline(args.repeats, args.sets)}, indent=2))
         return
     steps = 4 if args.quick else 10
     gpus = [64, 256] if args.quick else [64, 128, 256, 512, 1024]
