@@ -317,8 +317,8 @@ class Partial(GlobalSync):
         super().__init__(cfg)
         self.bound = StalenessBound(cfg.baselines.partial_eta)
         self.staleness_bound = cfg.baselines.partial_eta
-        w = cfg.workload
-        self.inflight_cap = cfg.baselines.partial_inflight_prompts or w.prompts_per_step
+        self.inflight_cap = (cfg.baselines.partial_inflight_prompts
+                             or cfg.workload.prompts_per_step)  # fmt: skip
 
     def start(self, cluster) -> None:
         super().start(cluster)
