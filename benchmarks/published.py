@@ -1,14 +1,17 @@
 """Simulated beside published step times of open RL frameworks -> docs/validation.md.
 
     PYTHONPATH=. python benchmarks/published.py [--rows benchmarks/published_rows.yaml]
-        [--out docs/validation.md] [--only ID_PREFIX]
+        [--out docs/validation.md] [--only ID_PREFIX] [--seeds N]
 
 Every row of ``benchmarks/published_rows.yaml`` (a published step time, its source and its
 mapping onto the simulator as config overrides) is simulated, one system per run, and set beside
 the published figure: the ratio simulated/published, the median |ratio - 1| over all rows, and
 every ordering the sources publish (pairs of a group whose published times differ by more than
 5%: sync vs async, and along each scaling series) with whether the simulator agrees. Nothing is
-fitted: the rows only state what the sources state, plus the assumptions they name. The file's
+fitted: the rows only state what the sources state, plus the assumptions they name. Each row is
+simulated with seeds 0..N-1 (``--seeds``, default :data:`SEEDS`) and its step time and stages are
+the means over them: a row's few measured steps move a few percent with the seed (the lengths
+drawn, the order work finishes in), which moved the median by up to 4 points. The file's
 ``syncs`` block holds published weight-synchronisation times, set beside the simulated hand-over
 in a section of their own (not step times: outside the median).
 """
@@ -36,6 +39,7 @@ from laminar.sim import simulate  # noqa: E402
 GOAL = 0.20  # median |simulated / published - 1|
 ORDER_MARGIN = 0.05  # published times closer than this are not an ordering
 STAGES = ("gen_s", "old_logprob_s", "ref_s", "update_s", "weight_sync_s")
+SEEDS = 4  # each row's figures are the means over seeds 0..SEEDS-1
 
 
 @dataclass
@@ -174,13 +178,17 @@ def _simulated(overrides: dict):
         return None, str(e)
 
 
-def run_row(row: Row) -> None:
-    """Simulate ``row`` in place (its step time and stage means, or the error)."""
-    s, row.error = _simulated(row.overrides)
-    if s is None:
-        return
-    row.simulated_s = float(s["step_time_s_mean"])
-    row.stages = {k: float(s[f"{k}_mean"]) for k in STAGES}
+def run_row(row: Row, seeds: int = SEEDS) -> None:
+    """Simulate ``row`` in place with seeds 0..``seeds``-1: its step time and stage means,
+    averaged over the seeds, or the error."""
+    runs = []
+    for seed in range(seeds):
+        s, row.error = _simulated({**row.overrides, "seed": seed})
+        if s is None:
+            return
+        runs.append(s)
+    row.simulated_s = statistics.fmean(float(s["step_time_s_mean"]) for s in runs)
+    row.stages = {k: statistics.fmean(float(s[f"{k}_mean"]) for s in runs) for k in STAGES}
 
 
 def orderings(rows: list[Row], tables: list[dict]) -> list[tuple[Row, Row, bool, str]]:
@@ -308,9 +316,8 @@ def _misses_section(done: list[Row], misses: list[Row], why) -> list[str]:
     return lines
 
 
-def render(
-    rows, sources, tables, skipped, took_s: float, findings=(), syncs=(), sync_block=None
-) -> str:
+def render(rows, sources, tables, skipped, took_s: float, findings=(), syncs=(), sync_block=None,
+           seeds: int = SEEDS) -> str:  # fmt: skip
     done = [r for r in rows if not r.error]
     errs = [abs(r.ratio - 1) for r in done]
     median = statistics.median(errs) if errs else float("nan")
@@ -336,8 +343,9 @@ def render(
         "",
         "## Rows",
         "",
-        "Step time in seconds, the mean over the measured steps; stages are the simulated "
-        "means (generation wait, old log-probs, reference, update, weight sync).",
+        f"Step time in seconds, the mean over the measured steps and over {seeds} seed(s); "
+        "stages are the simulated means (generation wait, old log-probs, reference, update, "
+        "weight sync).",
         "",
         "| id | system | GPUs | published s | simulated s | sim/pub | gen | old lp | ref | "
         "update | sync |",
@@ -392,14 +400,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", default=str(ROOT / "benchmarks" / "published_rows.yaml"))
     ap.add_argument("--out", default=str(ROOT / "docs" / "validation.md"))
     ap.add_argument("--only", default="", help="simulate only rows whose id starts so")
+    ap.add_argument(
+        "--seeds",
+        type=int,
+        default=SEEDS,
+        help=f"seeds a row is simulated with; its figures are their means ({SEEDS})",
+    )
     args = ap.parse_args(argv)
+    if args.seeds < 1:
+        ap.error(f"--seeds: {args.seeds}: give 1 or more")
     rows, sources, tables, skipped = load_rows(Path(args.rows))
     if args.only:
         rows = [r for r in rows if r.id.startswith(args.only)]
     t0 = time.perf_counter()
     for r in rows:
         t = time.perf_counter()
-        run_row(r)
+        run_row(r, args.seeds)
         shown = f"{r.simulated_s:.1f} s ({r.ratio:.2f}x)" if not r.error else r.error[:200]
         print(f"{r.id:24s} published {r.published_s:7.1f} s  simulated {shown}  "
               f"[{time.perf_counter() - t:.0f} s]", flush=True)  # fmt: skip
@@ -411,9 +427,8 @@ def main(argv: list[str] | None = None) -> int:
         shown = f"{x.simulated_s:.3g} s" if not x.error else x.error[:200]
         print(f"{x.id:24s} weight sync published {x.bucketed_s:g} s  simulated {shown}", flush=True)
     findings = load_file(Path(args.rows)).get("findings", [])
-    text = render(
-        rows, sources, tables, skipped, time.perf_counter() - t0, findings, syncs, sync_block
-    )
+    text = render(rows, sources, tables, skipped, time.perf_counter() - t0, findings, syncs,
+                  sync_block, args.seeds)  # fmt: skip
     Path(args.out).write_text(text)
     print(f"wrote {args.out} ({time.perf_counter() - t0:.0f} s)")
     return 0

@@ -10,6 +10,8 @@ relay faults. Every table (summary, steps, trajectories, replicas, faults) is co
 ``pandas.testing.assert_frame_equal(check_exact=True)`` over the older version's columns (a
 column the newer one adds is listed, not compared: new figures leave old ones as they were; a
 column it drops is a difference); prints one line per table and exits 1 if any differs.
+``--ignore COLUMN`` leaves a column out of the comparison (named in the table's line), for a
+change that relabels a column on purpose and must leave every figure as it was.
 """
 
 from __future__ import annotations
@@ -85,6 +87,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--against", metavar="DIR", help="directory holding the older laminar")
     ap.add_argument("--child", metavar="PICKLE", help=argparse.SUPPRESS)
+    ap.add_argument("--ignore", metavar="COLUMN", action="append", default=[],
+                    help="leave this column out of the comparison (repeatable)")  # fmt: skip
     args = ap.parse_args()
     if args.child:
         run_all(args.child)
@@ -100,11 +104,14 @@ def main() -> None:
     for name in before:
         for table in TABLES:
             a, b = before[name][table], after[name][table]
+            gone = [c for c in args.ignore if c in a.columns or c in b.columns]
+            a, b = a.drop(columns=gone, errors="ignore"), b.drop(columns=gone, errors="ignore")
             added = [c for c in b.columns if c not in a.columns]
             try:
                 pd.testing.assert_frame_equal(a, b.drop(columns=added), check_exact=True)
                 more = f" (+{len(added)} new columns: {', '.join(added)})" if added else ""
-                print(f"same     {name}: {table} {a.shape}{more}")
+                left = f" (not compared: {', '.join(gone)})" if gone else ""
+                print(f"same     {name}: {table} {a.shape}{more}{left}")
             except AssertionError as e:
                 differ += 1
                 print(f"DIFFERS  {name}: {table}: {str(e).splitlines()[0]}")

@@ -21,9 +21,18 @@ from laminar.errors import ConfigError
 from laminar.sim.cost import Coefficient, CostModel, load_cost_file
 from laminar.sim.costtrain import derive_links, derive_train
 from laminar.specs.hardware import HardwareSpec, catalog_hardware, hardware_names, hardware_spec
-from laminar.specs.memory import rollout_replica, serves_fp8, trajectory_context, weight_bytes
+from laminar.specs.memory import (
+    experts_quantized,
+    rollout_replica,
+    serves_fp8,
+    trajectory_context,
+    weight_bytes,
+)
 from laminar.specs.model import BYTES_PER_DTYPE, ModelSpec, catalog_names, catalog_spec, model_spec
 from laminar.specs.trainer import train_mfu
+
+# the read rate of the routed experts, by whether the rollout stores them quantized
+_EXPERT_RATE = {True: "decode_expert_bw_efficiency", False: "decode_expert_bw_efficiency_16bit"}
 
 
 def model_names() -> list[str]:
@@ -76,9 +85,13 @@ def efficiency_basis(cfg: LaminarConfig) -> dict[str, str]:
                     precision=cfg.trainer.precision, hardware=hw.catalog_name)  # fmt: skip
     calibrated = [*by.get("calibrated", []), *(["train_mfu"] if mfu.basis == "calibrated" else [])]
     assumed = [*by.get("assumed", []), *by.get("config", [])]
-    if not cfg.model.rollout_eager:  # only an eager engine's steps rest on its floor
-        calibrated = [n for n in calibrated if n != "decode_layer_eager_s"]
-        assumed = [n for n in assumed if n != "decode_layer_eager_s"]
+    # only an eager engine's steps rest on its floor, only a MoE's on its experts' read rate
+    unused = set() if cfg.model.rollout_eager else {"decode_layer_eager_s"}
+    unused |= set(_EXPERT_RATE.values())
+    if spec.is_moe:
+        unused.discard(_EXPERT_RATE[experts_quantized(spec, cfg.model.rollout_quant)])
+    calibrated = [n for n in calibrated if n not in unused]
+    assumed = [n for n in assumed if n not in unused]
     assumed += ["train_mfu"] if mfu.basis != "calibrated" else []
     return {"calibrated": ";".join(calibrated), "assumed": ";".join(assumed)}
 
@@ -155,9 +168,11 @@ def derive_specs(
     )
     replica = rollout_replica(_Cfg(dtype, quant, memory_utilization), m, hw, tp, ep, context)
     _derive_memory(put, hw, m, replica, memory_utilization, context)
-    _derive_decode(put, hw, m, (dense, routed, dtype, context), tp, ep, fp8, gpus_per_machine)
+    x_eff = hw.facts[_EXPERT_RATE[experts_quantized(m, quant)]]
+    _derive_decode(put, hw, m, (dense, routed, dtype, context, x_eff), tp, ep, fp8,
+                   gpus_per_machine)  # fmt: skip
     _derive_eager(put, hw, m, eager)
-    _derive_prefill(put, hw, m, (dense, routed, context), tp, ep, fp8, gpus_per_machine)
+    _derive_prefill(put, hw, m, (dense, routed, context, x_eff), tp, ep, fp8, gpus_per_machine)
     derive_train(put, hw, m, dtype, train_precision)
     derive_links(put, hw, gpus_per_machine)
     return CostModel(c, f"{hw.name} / {m.name} / tp={tp}" + (f" ep={ep}" if ep > 1 else ""))
@@ -186,10 +201,9 @@ def _derive_memory(put, hw, m, replica, util, context) -> None:
 
 
 def _derive_decode(put, hw, m: ModelSpec, weights, tp, ep, fp8, gpm) -> None:
-    dense, routed, dtype, context = weights
+    dense, routed, dtype, context, x_eff = weights
     hbm = hw["hbm_bytes_per_s"]
     w_eff, kv_eff = hw.facts["decode_weight_bw_efficiency"], hw.facts["decode_kv_bw_efficiency"]
-    x_eff = hw.facts["decode_expert_bw_efficiency"]
     peak = hw.peak_flops(fp8)
     f_eff = hw.facts["decode_flops_efficiency"]
     allreduce = 0.0 if tp == 1 else 2 * m.layers * hw["tp_allreduce_s"]
@@ -294,10 +308,9 @@ def _alltoall(hw, m: ModelSpec, tp, ep, gpm) -> tuple[float, float, str]:
 
 
 def _derive_prefill(put, hw, m: ModelSpec, weights, tp, ep, fp8, gpm) -> None:
-    dense, routed, context = weights
+    dense, routed, context, x_eff = weights
     hbm = hw["hbm_bytes_per_s"]
     w_eff = hw.facts["decode_weight_bw_efficiency"]
-    x_eff = hw.facts["decode_expert_bw_efficiency"]
     eff = hw.facts["prefill_flops_efficiency"]
     peak = hw.peak_flops(fp8)
     allreduce = 0.0 if tp == 1 else 2 * m.layers * hw["tp_allreduce_s"]
@@ -309,7 +322,7 @@ def _derive_prefill(put, hw, m: ModelSpec, weights, tp, ep, fp8, gpm) -> None:
         + allreduce
         + x_base,
         "s",
-        "one pass over all weights (every expert, at decode_expert_bw_efficiency) per prefill "
+        "one pass over all weights (every expert, at the experts' own read rate) per prefill "
         "batch, and the per-layer floor, as decode_base_s",
     )
     _, a2a_per_token, _ = _alltoall(hw, m, tp, ep, gpm)

@@ -105,6 +105,13 @@ def serves_fp8(spec: ModelSpec, quant: str) -> bool:
     return quant == "fp8" or spec.quant_method == "fp8"
 
 
+def experts_quantized(spec: ModelSpec, quant: str) -> bool:
+    """True when the rollout stores its routed experts quantized (``model.rollout_quant=fp8``
+    or a quantized checkpoint): their kernels read them at ``decode_expert_bw_efficiency``,
+    16-bit experts at ``decode_expert_bw_efficiency_16bit``."""
+    return quant == "fp8" or bool(spec.quant_method)
+
+
 def trajectory_context(cfg: Any) -> int:
     """Tokens of the longest trajectory (prompt + response): the length at which a
     sliding-window layer's KV and a state-space layer's state are spread per token."""

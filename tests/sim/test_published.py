@@ -181,3 +181,17 @@ def test_a_refused_sync_job_is_shown_refused(pub):
     assert bad.error
     text = pub.render([], {}, [], [], 0.0, (), [bad], {})
     assert "| x | 1:1 | 1 | - | refused: " in text
+
+
+def test_a_row_is_the_mean_of_its_seeds(pub, loaded):
+    rows, *_ = loaded
+    row = next(r for r in rows if r.id == "nemo4-llama8-off-16")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        each = [pub._simulated({**row.overrides, "seed": seed})[0] for seed in (0, 1)]
+        pub.run_row(row, seeds=2)
+    steps = [float(s["step_time_s_mean"]) for s in each]
+    assert steps[0] != steps[1]  # the seed moves a row
+    assert row.simulated_s == pytest.approx(sum(steps) / 2)
+    for k in pub.STAGES:
+        assert row.stages[k] == pytest.approx(sum(float(s[f"{k}_mean"]) for s in each) / 2)

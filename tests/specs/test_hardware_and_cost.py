@@ -338,8 +338,44 @@ def test_decode_base_is_bytes_plus_a_floor_a_layer_plus_the_all_reduces_between_
 
 def test_experts_read_at_their_own_rate():
     moe = ["model.name=qwen3-30b-a3b", "model.rollout_tp=2"]
-    slow = _cost(*moe, "cluster.hardware_spec={decode_expert_bw_efficiency: 0.33}")
+    hw = catalog_hardware("h100-sxm")
+    half = hw["decode_expert_bw_efficiency_16bit"] / 2
+    slow = _cost(*moe, f"cluster.hardware_spec={{decode_expert_bw_efficiency_16bit: {half}}}")
     fast = _cost(*moe)
     assert slow.decode_per_expert_s == pytest.approx(2 * fast.decode_per_expert_s)
-    # the dense weights' rate is another fact
+    # the dense weights' rate is another fact, and so is the quantized experts' one
     assert slow.decode_base_s == fast.decode_base_s
+    assert _cost(*moe, "cluster.hardware_spec={decode_expert_bw_efficiency: 0.1}"
+                 ).decode_per_expert_s == fast.decode_per_expert_s  # fmt: skip
+
+
+def test_quantized_experts_read_at_the_quantized_kernels_rate():
+    # BF16 experts at the 16-bit kernels' rate, FP8 ones at the block-scaled kernels': half the
+    # bytes an expert, each at its own fraction of HBM
+    hw = catalog_hardware("h100-sxm")
+    moe = ["model.name=qwen3-30b-a3b", "model.rollout_tp=2"]
+    bf16, fp8 = _cost(*moe), _cost(*moe, "model.rollout_quant=fp8")
+    ratio = hw["decode_expert_bw_efficiency_16bit"] / hw["decode_expert_bw_efficiency"]
+    assert fp8.decode_per_expert_s == pytest.approx(bf16.decode_per_expert_s / 2 * ratio)
+    assert bf16.prefill_base_s > fp8.prefill_base_s
+    # a checkpoint quantized already (gpt-oss's MXFP4 experts) is read at the quantized rate
+    oss = ["model.hf_config=tests/specs/configs/gpt-oss-20b.json", "model.rollout_tp=1"]
+    base = _cost(*oss)
+    assert _cost(*oss, "cluster.hardware_spec={decode_expert_bw_efficiency_16bit: 0.1}"
+                 ).decode_per_expert_s == base.decode_per_expert_s  # fmt: skip
+    assert _cost(*oss, "cluster.hardware_spec={decode_expert_bw_efficiency: 0.1}"
+                 ).decode_per_expert_s > base.decode_per_expert_s  # fmt: skip
+
+
+def test_summary_names_the_expert_rate_a_moe_reads_at():
+    from laminar.sim.costdata import efficiency_basis
+
+    def named(*overrides):
+        b = efficiency_basis(load_config(overrides=list(overrides)))
+        return set((b["calibrated"] + ";" + b["assumed"]).split(";"))
+
+    rates = {"decode_expert_bw_efficiency", "decode_expert_bw_efficiency_16bit"}
+    assert not named() & rates  # the default model is dense
+    moe = ["model.name=qwen3-30b-a3b", "model.rollout_tp=2", "cluster.hardware=h100-sxm"]
+    assert named(*moe) & rates == {"decode_expert_bw_efficiency_16bit"}
+    assert named(*moe, "model.rollout_quant=fp8") & rates == {"decode_expert_bw_efficiency"}
