@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,6 +35,8 @@ sys.path.insert(0, str(ROOT))
 
 from laminar.config import load_config  # noqa: E402
 from laminar.errors import ConfigError  # noqa: E402
+from laminar.plotting import save_figure  # noqa: E402
+from laminar.plotting.validation import validation_figure  # noqa: E402
 from laminar.sim import simulate  # noqa: E402
 
 GOAL = 0.20  # median |simulated / published - 1|
@@ -191,6 +194,15 @@ def run_row(row: Row, seeds: int = SEEDS) -> None:
     row.stages = {k: statistics.fmean(float(s[f"{k}_mean"]) for s in runs) for k in STAGES}
 
 
+def rows_frame(rows: list[Row]) -> pd.DataFrame:
+    """The simulated rows as a table (what :func:`validation_figure` draws)."""
+    done = [r for r in rows if not r.error]
+    return pd.DataFrame({"id": [r.id for r in done], "table": [r.table for r in done],
+                         "system": [r.system for r in done],
+                         "published_s": [r.published_s for r in done],
+                         "simulated_s": [r.simulated_s for r in done]})  # fmt: skip
+
+
 def orderings(rows: list[Row], tables: list[dict]) -> list[tuple[Row, Row, bool, str]]:
     """(faster, slower, simulator agrees, kind) for every published ordering."""
     by_id = {r.id: r for r in rows}
@@ -317,7 +329,7 @@ def _misses_section(done: list[Row], misses: list[Row], why) -> list[str]:
 
 
 def render(rows, sources, tables, skipped, took_s: float, findings=(), syncs=(), sync_block=None,
-           seeds: int = SEEDS) -> str:  # fmt: skip
+           seeds: int = SEEDS, figure: str = "") -> str:  # fmt: skip
     done = [r for r in rows if not r.error]
     errs = [abs(r.ratio - 1) for r in done]
     median = statistics.median(errs) if errs else float("nan")
@@ -326,6 +338,8 @@ def render(rows, sources, tables, skipped, took_s: float, findings=(), syncs=(),
     why = attribute(done, findings)
     misses = [r for r in done if abs(r.ratio - 1) > GOAL]
     blind = unexplained(misses, orders, why)
+    picture = ["", f"![Simulated against published step times, row by row]({figure})"]
+    picture = picture if figure else []
     lines = [
         "# Validation against published step times",
         "",
@@ -340,6 +354,7 @@ def render(rows, sources, tables, skipped, took_s: float, findings=(), syncs=(),
         f"than {ORDER_MARGIN:.0%} apart, and scaling series)",
         f"- rows outside {GOAL:.0%} and wrong orderings that no finding (F1, F2, ... under *Why "
         f"rows miss*) explains: **{len(blind)}**" + (f" ({', '.join(blind)})" if blind else ""),
+        *picture,
         "",
         "## Rows",
         "",
@@ -427,8 +442,10 @@ def main(argv: list[str] | None = None) -> int:
         shown = f"{x.simulated_s:.3g} s" if not x.error else x.error[:200]
         print(f"{x.id:24s} weight sync published {x.bucketed_s:g} s  simulated {shown}", flush=True)
     findings = load_file(Path(args.rows)).get("findings", [])
+    picture = Path(args.out).with_suffix(".png")
+    save_figure(validation_figure(rows_frame(rows)), picture)
     text = render(rows, sources, tables, skipped, time.perf_counter() - t0, findings, syncs,
-                  sync_block, args.seeds)  # fmt: skip
+                  sync_block, args.seeds, picture.name)  # fmt: skip
     Path(args.out).write_text(text)
     print(f"wrote {args.out} ({time.perf_counter() - t0:.0f} s)")
     return 0

@@ -195,3 +195,32 @@ def test_a_row_is_the_mean_of_its_seeds(pub, loaded):
     assert row.simulated_s == pytest.approx(sum(steps) / 2)
     for k in pub.STAGES:
         assert row.stages[k] == pytest.approx(sum(float(s[f"{k}_mean"]) for s in each) / 2)
+
+
+def test_the_validation_figure_draws_every_row(pub, tmp_path):
+    from laminar.plotting import save_figure
+    from laminar.plotting.validation import validation_figure
+
+    def row(i, table, system, published, simulated):
+        r = pub.Row(i, table, "s", "g", system, 8, published, {})
+        r.simulated_s = simulated
+        return r
+
+    rows = [row("a", "t1", "verl", 100, 90), row("b", "t1", "partial", 60, 90),
+            row("c", "t2", "verl", 10, 4), row("d", "t2", "stream", 20, 21)]  # fmt: skip
+    bad = row("e", "t2", "verl", 30, float("nan"))
+    bad.error = "refused"
+    frame = pub.rows_frame([*rows, bad])
+    assert list(frame["id"]) == ["a", "b", "c", "d"]  # a refused row is not drawn
+    fig = validation_figure(frame)
+    scatter, bars = fig.axes[:2]
+    points = [c.get_offsets() for c in scatter.collections[1:]]  # after the shaded band
+    drawn = sorted(x for p in points for x, _ in p)
+    assert drawn == [10, 20, 60, 100]
+    # the bars are the rows' ratios, sorted
+    heights = [p.get_height() + p.get_y() for p in bars.containers[0].patches]
+    assert heights == pytest.approx([0.4, 0.9, 1.05, 1.5])
+    assert "median |sim/pub - 1| 30.0%" in fig.get_suptitle()
+    assert save_figure(fig, tmp_path / "v.png").stat().st_size > 0
+    with pytest.raises(ValueError, match="simulated_s"):
+        validation_figure(frame.drop(columns=["simulated_s"]))
