@@ -338,8 +338,8 @@ def render(rows, sources, tables, skipped, took_s: float, findings=(), syncs=(),
     why = attribute(done, findings)
     misses = [r for r in done if abs(r.ratio - 1) > GOAL]
     blind = unexplained(misses, orders, why)
-    picture = ["", f"![Simulated against published step times, row by row]({figure})"]
-    picture = picture if figure else []
+    alt = "Simulated against published step times, row by row"
+    picture = ["", f"![{alt}]({figure})"] if figure else []
     lines = [
         "# Validation against published step times",
         "",

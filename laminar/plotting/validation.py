@@ -1,5 +1,4 @@
-"""Simulated against published step times, row by row (``benchmarks/published.py`` draws it
-beside ``docs/validation.md``)."""
+"""Simulated against published step times, row by row: the picture of docs/validation.md."""
 
 from __future__ import annotations
 
