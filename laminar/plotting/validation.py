@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from matplotlib import colormaps
 from matplotlib.ticker import NullFormatter
 
-from laminar.plotting.common import SPARE_COLORS, color, new_figure
+from laminar.plotting.common import new_figure
 
 VALIDATION_COLUMNS = ("id", "table", "system", "published_s", "simulated_s")
 MARKERS = {"verl": "o", "partial": "^", "stream": "s", "one-step": "D", "laminar": "*"}
 
 
-def _tables(rows: pd.DataFrame) -> dict[str, str]:
-    """One colour per published table, in the rows' order (tab10, then the spare colours)."""
-    palette = [color(s) for s in ("laminar", "one-step", "stream", "partial", "verl")]
-    palette += list(SPARE_COLORS)
+def _tables(rows: pd.DataFrame) -> dict[str, tuple]:
+    """One colour per published table, in the rows' order (matplotlib's tab10: a table is not
+    a system, so not the systems' colours)."""
+    palette = colormaps["tab10"].colors
     names = list(dict.fromkeys(rows["table"]))
     return {t: palette[i % len(palette)] for i, t in enumerate(names)}
 
