@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from laminar.calibrate import calibrate, cost_file_json
+from laminar.calibrate import background, calibrate, cost_file_json
 from laminar.calibrate.fit import DECODE_TERMS, Fit, engine_frame, engine_seconds, fit_engine
 from laminar.calibrate.rundir import read_run, step_timeline
 from laminar.calibrate.speed import PROBE_FIGURES, at_speed, dir_speed, factors, run_speed
@@ -551,6 +551,7 @@ def engine_check(runs: dict[str, list[Path]], cost: Path) -> str:
     content = json.loads(cost.read_text())
     values = cost_engine_values(content)
     ref = (content["runtime"].get("speed_reference") or {}).get("speed_s")
+    shares = []
     lines = ["| setting | repeats | engine s measured / cost file's term, median [min, max] | "
              "steps with another core set working (mean share) | own fit: base ms | "
              "per sequence ms | cross_core_gamma |", "|---|---|---|---|---|---|---|"]
@@ -570,7 +571,30 @@ def engine_check(runs: dict[str, list[Path]], cost: Path) -> str:
         lines.append(f"| {name} | {len(dirs)} | {np.median(ratios):.2f} [{min(ratios):.2f}, "
                      f"{max(ratios):.2f}] | {cross:.2f} | {own['decode_base_s'] * 1e3:.2f} | "
                      f"{own['decode_per_seq_s'] * 1e3:.3f} | {own['cross_core_gamma']:.2f} |")
-    return "\n".join(lines)
+        shares.append((name, ratios, loaded))
+    return "\n".join([*lines, "", *core_shares_table(shares)])
+
+
+def core_shares_table(shares: list[tuple[str, list[float], list]]) -> list[str]:
+    """Markdown: per setting, where its engines' cores went while they stepped (the runs'
+    ``profile/core_cpu.csv``, ``laminar.calibrate.background``), beside its engine ratio: what
+    other processes took by what the other cores did, the rollouts' front ends' share, vLLM's
+    own. Empty when no run recorded core rows."""
+    rows = []
+    for name, ratios, loaded in shares:
+        m = background.measure(loaded, mates=True)
+        if m is None:
+            continue
+        cls = " / ".join(f"{m.share[c]:.3f} ({m.ticks[c]})" if c in m.share else "-"
+                         for c in background.CLASSES)  # fmt: skip
+        rows.append(f"| {name} | {np.median(ratios):.2f} | {cls} | {m.front:.3f} | "
+                    f"{m.vllm:.3f} |")
+    if not rows:
+        return []
+    head = ("| setting | engine s / term | other processes' share of the engine's cores, by "
+            "what the other cores did: " + " / ".join(background.CLASSES) + " (ticks) | "
+            "rollout front ends' share | vLLM's share |")
+    return [head, "|---|---|---|---|---|", *rows]
 
 
 def _engine_check_main(p: argparse.ArgumentParser, args: argparse.Namespace) -> int:

@@ -65,7 +65,7 @@ def run_one(cfg, dirs, stack: ExitStack, engines: dict | None, job: str, out: Pa
     wall_s = time.perf_counter() - t
     speed = probe.stop(t0)
     result = loops.collect(a)
-    result.update(speed_probe=speed)
+    result.update(speed_probe=speed, core_cpu=probe.cores)
     nan = {"reward": float("nan"), "version": -1}
     result.update(steps=steps, wall_s=wall_s, setup_s=setup_s, info=a.info, run_id=job)
     result.update(eval_first=nan, eval_last=nan)

@@ -166,6 +166,7 @@ RUNTIME_FIGURES: dict[str, Range] = {
     "core_sharing_alpha_batch": _SHARING,
     "cross_core_gamma": _SHARING,
     "cross_core_gamma_within_runs": _SHARING,  # what the runs support within each run
+    "cross_core_gamma_measured": _SHARING,  # what the cores' CPU accounting gives
     "speed_scaled_by": Range(0.0, 1000.0, "a machine's speed over the calibration's", True),
     "trainer_first_step_extra_s": _SECONDS,  # older files' one figure; no longer read
 }

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from laminar.calibrate import speed
+from laminar.calibrate import background, speed
 from laminar.calibrate.answers import policy_lengths
 from laminar.calibrate.coldstart import fit_first_prompts, fit_first_step
 from laminar.calibrate.fit import (
@@ -65,6 +65,9 @@ def calibrate(
         _check_same([runs[0], *probes])
     # Each run's engine and trainer seconds at the runs' mean machine speed (the probe's)
     k, ref = speed.factors(runs)
+    # What other processes took of the engines' cores, where the runs recorded it
+    # (``laminar.calibrate.background``): the cross-core factor's mechanism, measured.
+    cross = background.measure(runs)
     try:
         engine = fit_engine(runs, k)
         trainers = fit_trainer(runs, speed=k)
@@ -77,7 +80,8 @@ def calibrate(
     if not trainers:
         raise RunDirError(f"{runs[0].path}: no trainer step recorded in any run")
     cold = [*first_step.values(), first_prompts]
-    fits = [engine, *trainers, *cpu, *transfers, refill, *cold]
+    fits = [engine, *([cross.fit()] if cross is not None else []), *trainers, *cpu, *transfers,
+            refill, *cold]  # fmt: skip
     content = _cost_content(runs, engine, trainers, transfers, refill, normalised=k is not None)
     # The job's cold start (``laminar.calibrate.coldstart``): outside the figures' window, it
     # sets how far the rollouts are ahead when the window opens.
@@ -86,6 +90,10 @@ def calibrate(
     }
     content["runtime"]["first_prompts_s"] = first_prompts.values["first_prompts_s"]
     content["fit"].update({f.name: asdict(f) for f in cold})
+    if cross is not None:
+        content["fit"][cross.fit().name] = asdict(cross.fit())
+        if cross.gamma() is not None:
+            content["runtime"]["cross_core_gamma_measured"] = cross.gamma()
     # The trainer's CPU seconds (not what the simulator charges: what a step costs with its
     # cores to itself; wall = CPU / the CPU share the machine gives it).
     content["runtime"]["trainer_cpu"] = {

@@ -225,6 +225,13 @@ def mate_load(run, spin_s: float = ENGINE_SPIN_S) -> tuple[np.ndarray, np.ndarra
     return busy, spin, batch
 
 
+def share_covered(cover: tuple, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The share of each [start, end] window that ``cover`` (``_covered``) covers."""
+    length = np.maximum(end - start, 1e-12)
+    busy = _length_before(end, cover) - _length_before(start, cover)
+    return np.clip(busy / length, 0.0, 1.0)
+
+
 def other_core_share(run: RunData, *, with_mates: bool = False) -> np.ndarray:
     """For every engine-step row: the share of the step during which a core outside the
     engine's own set had work (another engine's steps on other cores, or the trainer's updates
@@ -252,10 +259,7 @@ def other_core_share(run: RunData, *, with_mates: bool = False) -> np.ndarray:
         if trainer - cpus[i]:
             parts.append(train)
         if parts:
-            length = np.maximum(end[mine] - start[mine], 1e-12)
-            cover = _covered(np.vstack(parts))
-            busy = _length_before(end[mine], cover) - _length_before(start[mine], cover)
-            out[mine] = np.clip(busy / length, 0.0, 1.0)
+            out[mine] = share_covered(_covered(np.vstack(parts)), start[mine], end[mine])
     return out
 
 

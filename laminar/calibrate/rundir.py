@@ -15,7 +15,12 @@ from pathlib import Path
 import pandas as pd
 
 from laminar.config import LaminarConfig, load_config
-from laminar.runfiles.profile import read_machine, read_profile_table, read_speed_probe
+from laminar.runfiles.profile import (
+    read_core_cpu,
+    read_machine,
+    read_profile_table,
+    read_speed_probe,
+)
 from laminar.runfiles.tables import RunDirError
 from laminar.runfiles.train import read_steps, read_summary, read_trajectories
 
@@ -37,6 +42,7 @@ class RunData:
     lengths: pd.DataFrame | None = None
     speed: pd.DataFrame | None = None  # the machine-speed probe's rows (None: not recorded)
     starts: pd.Series | None = None  # each trajectory's generation start (None: not recorded)
+    cores: pd.DataFrame | None = None  # where the job's cores went (None: not recorded)
 
 
 def read_run(path: str | Path) -> RunData:
@@ -62,6 +68,7 @@ def read_run(path: str | Path) -> RunData:
         loads=read_profile_table(root, "weight_loads"),
         lengths=_lengths(traj),
         speed=read_speed_probe(root / "profile" / "speed_probe.csv"),
+        cores=read_core_cpu(root / "profile" / "core_cpu.csv"),
         starts=None if traj is None or "gen_start_s" not in traj else traj["gen_start_s"],
     )
 

@@ -115,8 +115,10 @@ def fit_table(fits) -> str:
     lines = [f"{'term':22s} {'samples':>8s} {'R2':>7s} {'|res|/y p50':>12s} {'p90':>7s}  note"]
     for f in fits:
         r2 = "-" if math.isnan(f.r2) else f"{f.r2:.3f}"
+        p50 = "-" if math.isnan(f.rel_err_median) else f"{f.rel_err_median:.1%}"
+        p90 = "-" if math.isnan(f.rel_err_p90) else f"{f.rel_err_p90:.1%}"
         lines.append(
-            f"{f.name:22s} {f.samples:8d} {r2:>7s} {f.rel_err_median:12.1%} "
-            f"{f.rel_err_p90:7.1%}  {f.note if not f.name.startswith('trainer') else ''}"
+            f"{f.name:22s} {f.samples:8d} {r2:>7s} {p50:>12s} "
+            f"{p90:>7s}  {f.note if not f.name.startswith('trainer') else ''}"
         )
     return "\n".join(lines)

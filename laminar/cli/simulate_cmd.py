@@ -74,8 +74,9 @@ def _range_check(cfg, calibrated: dict | None):
 
 
 CROSS_GAP = 0.05
-"""How far the cost file's ``cross_core_gamma`` may sit from what its runs support within each
-run (``laminar.calibrate.fit.within_run_gamma``) before ``simulate`` warns."""
+"""How far the cost file's ``cross_core_gamma`` may sit from what its runs' cores' CPU gives
+(``laminar.calibrate.background``) or, in files without it, from what its runs support within
+each run (``laminar.calibrate.fit.within_run_gamma``) before ``simulate`` warns."""
 
 
 def _note_calibration(cfg) -> None:
@@ -97,14 +98,18 @@ def _note_cross_core(cfg, extras: dict) -> None:
 
     from laminar.sim.local import CoreSharing
 
-    gamma, within = extras.get("cross_core_gamma"), extras.get("cross_core_gamma_within_runs")
+    gamma = extras.get("cross_core_gamma")
+    measured = extras.get("cross_core_gamma_measured")
+    within = measured if measured is not None else extras.get("cross_core_gamma_within_runs")
     if gamma is None or within is None or abs(gamma - within) <= CROSS_GAP:
         return
     if not CoreSharing(cfg).charges_cross():
         return
     gap = (1.0 + gamma) / (1.0 + within) - 1.0
+    shows = ("their cores' CPU accounting gives" if measured is not None
+             else "their steps show within each run")  # fmt: skip
     print(f"warning: {cfg.sim.cost_file}: cross_core_gamma {gamma:.2f}, fitted across its "
-          f"calibration runs, is not what their steps show within each run ({within:.2f}): "
+          f"calibration runs, is not what {shows} ({within:.2f}): "
           f"this job's engines alone on their cores are charged {1 + gamma:.2f}x "
           f"beside another core set's work, so their time may be off by up to "
           f"{abs(gap):.0%} (docs/fidelity.md, Issue 31)", file=sys.stderr)

@@ -47,6 +47,12 @@ SPEED = {
 }
 """``speed_probe.csv``: the machine-speed probe (``laminar/runtime/profiling/speedprobe.py``)."""
 
+CORE_CPU = {"at_s": Number(), "core": Number(low=-1.0, whole=True), "what": Text(),
+            "cpu_s": SECONDS}
+"""``core_cpu.csv``: each core's busy seconds and the job's CPU on it, every probe tick
+(``laminar/runtime/profiling/corecpu.py``; core -1: the job's unpinned processes)."""
+CORE_CPU_KINDS = ("busy", "pinned", "engine", "unpinned")
+
 MACHINE_KEYS = ("mode", "rollout_cpus", "trainer_threads", "kv_capacity_tokens", "weight_bytes")
 MACHINE_KEYS += ("params", "cpu_model", "model")
 POSITIVE = Number(low=0.0, low_open=True)
@@ -68,6 +74,19 @@ def read_speed_probe(path: Path) -> pd.DataFrame | None:
     if not path.exists():
         return None
     return read_csv(path, SPEED, kind="speed probe (speed_probe.csv)")
+
+
+def read_core_cpu(path: Path) -> pd.DataFrame | None:
+    """The core rows beside the speed probe; None for a run recorded without them."""
+    if not path.exists():
+        return None
+    frame = read_csv(path, CORE_CPU, kind="core CPU (core_cpu.csv)")
+    bad = ~frame["what"].astype(str).isin(CORE_CPU_KINDS)
+    if bad.any():
+        row = int(bad.to_numpy().argmax())
+        raise file_error(path, f"row {row + 2}: field 'what' is {frame['what'].iloc[row]!r}; "
+                               f"expected one of {', '.join(CORE_CPU_KINDS)}")  # fmt: skip
+    return frame
 
 
 def read_machine(run_dir: str | Path) -> dict:

@@ -9,6 +9,7 @@
   sum of squared sequence lengths trained on, publish seconds (the actor stall), load average;
 - ``weight_loads.csv``: every weight load of a rollout (seconds, bytes);
 - ``speed_probe.csv``: the machine's speed beside the run (``speedprobe.py``);
+- ``core_cpu.csv``: where the job's cores went beside the run (``corecpu.py``);
 - ``machine.json``: where things ran (cores of every replica and of the trainer, threads), KV
   capacity, weight bytes, model size, CPU count: what the simulator needs to rebuild the job.
 
@@ -120,6 +121,9 @@ def write_profile(cfg, result: dict, out: Path) -> None:
     _trainer_table(result).to_csv(prof / "trainer_steps.csv", index=False)
     speed = result.get("speed_probe")
     (speedprobe.empty() if speed is None else speed).to_csv(prof / "speed_probe.csv", index=False)
+    cores = result.get("core_cpu")
+    (speedprobe.empty_cores() if cores is None else cores).to_csv(prof / "core_cpu.csv",
+                                                                   index=False)
     (prof / "machine.json").write_text(json.dumps(_machine(cfg, result), indent=2) + "\n")
 
 

@@ -12,8 +12,12 @@ of one core; it still shares the machine's caches and memory with the run).
 ``--at-speed-of RUN_DIR`` moves the cost file to the speed measured beside another run
 (``laminar/calibrate/speed.py``).
 
-Rows go to ``profile/speed_probe.csv`` (``at_s`` on the run's clock). Run as a module, it is
-the child: ``python -m laminar.runtime.profiling.speedprobe OUT.csv INTERVAL_S``.
+Rows go to ``profile/speed_probe.csv`` (``at_s`` on the run's clock). Every tick the child also
+records where the job's cores went, every ``corecpu.TICK_S`` (``corecpu.py``: each core's busy
+seconds, the job's pinned and unpinned processes' CPU), rows that go to
+``profile/core_cpu.csv``. Run as a module, it is
+the child: ``python -m laminar.runtime.profiling.speedprobe OUT.csv INTERVAL_S`` (the core
+rows to ``OUT.csv.cores``).
 """
 
 from __future__ import annotations
@@ -28,7 +32,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from laminar.runtime.profiling import corecpu
+from laminar.runtime.profiling.corecpu import CoreCpu
+
 COLUMNS = ["at_unix_s", "matmul_s", "python_s", "niceness"]
+CORES_SUFFIX = ".cores"  # the child's core rows, beside its speed rows
 TOP_PRIORITY = -20  # what the child asks for; without the right to it, it keeps its own
 
 
@@ -59,16 +67,24 @@ def _child(out: str, interval_s: float) -> None:
         _python_work()
     nice = os.getpriority(os.PRIO_PROCESS, 0)
     parent = os.getppid()
-    with open(out, "a", buffering=1) as f:
+    cores = CoreCpu(parent)
+    cores.sample()  # the baseline
+    with open(out, "a", buffering=1) as f, open(out + CORES_SUFFIX, "a", buffering=1) as g:
+        due = 0.0
         while os.getppid() == parent:  # an orphan (its run died without stopping it) ends
-            t = time.perf_counter()
-            matmul()
-            mm = time.perf_counter() - t
-            t = time.perf_counter()
-            _python_work()
-            py = time.perf_counter() - t
-            f.write(f"{time.time():.3f},{mm:.6f},{py:.6f},{nice}\n")
-            time.sleep(interval_s)
+            if time.monotonic() >= due:
+                due = time.monotonic() + interval_s
+                t = time.perf_counter()
+                matmul()
+                mm = time.perf_counter() - t
+                t = time.perf_counter()
+                _python_work()
+                py = time.perf_counter() - t
+                f.write(f"{time.time():.3f},{mm:.6f},{py:.6f},{nice}\n")
+            rows = cores.sample()
+            now = time.time()
+            g.write("".join(f"{now:.3f},{c},{what},{s:.4f}\n" for c, what, s in rows))
+            time.sleep(min(corecpu.TICK_S, interval_s))
 
 
 class SpeedProbe:
@@ -81,6 +97,7 @@ class SpeedProbe:
         self.scratch = scratch  # where its file lives until stop() (the run's scratch dir)
         self.proc: subprocess.Popen | None = None
         self.path: Path | None = None
+        self.cores = empty_cores()  # the core rows of the last stop()
 
     def start(self) -> SpeedProbe:
         if self.interval_s <= 0:
@@ -101,7 +118,8 @@ class SpeedProbe:
         return self
 
     def stop(self, t0_unix_s: float) -> pd.DataFrame:
-        """Ends the child; its rows, ``at_s`` counted from ``t0_unix_s``."""
+        """Ends the child; its rows, ``at_s`` counted from ``t0_unix_s``. Its core rows are
+        then in ``self.cores`` (``at_s``, ``core``, ``what``, ``cpu_s``; empty without any)."""
         if self.proc is not None:
             self.proc.terminate()
             try:
@@ -112,14 +130,14 @@ class SpeedProbe:
             self.proc = None
         if self.path is None:
             return empty()
-        try:
-            df = pd.read_csv(self.path, names=COLUMNS)
-        except (pd.errors.EmptyDataError, OSError):
-            df = pd.DataFrame(columns=COLUMNS)
-        finally:
-            self.path.unlink(missing_ok=True)
-            self.path = None
-        df = df.apply(pd.to_numeric, errors="coerce").dropna()  # a line cut by the stop
+        cores_path = Path(str(self.path) + CORES_SUFFIX)
+        df = _read(self.path, COLUMNS)
+        cores = _read(cores_path, corecpu.COLUMNS, text=("what",))
+        self.path.unlink(missing_ok=True)
+        cores_path.unlink(missing_ok=True)
+        self.path = None
+        cores.insert(0, "at_s", cores.pop("at_unix_s") - t0_unix_s)
+        self.cores = cores.reset_index(drop=True)
         df.insert(0, "at_s", df.pop("at_unix_s") - t0_unix_s)
         return df.reset_index(drop=True)
 
@@ -130,8 +148,24 @@ class SpeedProbe:
         self.stop(0.0)
 
 
+def _read(path: Path, columns: list[str], text: tuple[str, ...] = ()) -> pd.DataFrame:
+    """The child's rows in ``path``, numbers checked (a line cut by the stop is dropped)."""
+    try:
+        df = pd.read_csv(path, names=columns, dtype=str)
+    except (pd.errors.EmptyDataError, OSError):
+        df = pd.DataFrame(columns=columns)
+    for c in columns:
+        if c not in text:
+            df[c] = pd.to_numeric(df[c], errors="coerce")
+    return df.dropna()
+
+
 def empty() -> pd.DataFrame:
     return pd.DataFrame(columns=["at_s", *COLUMNS[1:]])
+
+
+def empty_cores() -> pd.DataFrame:
+    return pd.DataFrame(columns=["at_s", *corecpu.COLUMNS[1:]])
 
 
 if __name__ == "__main__":

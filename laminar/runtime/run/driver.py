@@ -337,7 +337,7 @@ def train(
         if model_out is not None:  # on this machine, whatever machines the trainer is on
             storage.save_model(actors.trainer, model_out)
     result.update(steps=rows, wall_s=wall_s, setup_s=setup_s, info=actors.info, run_id=dirs.run_id)
-    result.update(speed_probe=speed)
+    result.update(speed_probe=speed, core_cpu=probe.cores)
     result.update(eval_first=first, eval_last=last)
     return result
 
