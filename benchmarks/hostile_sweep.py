@@ -691,6 +691,7 @@ def run_file_cases() -> list[Case]:
         ("calibrate", "cal", "profile/machine.json", ["calibrate", "cal", "-o", "c.json"]),
         ("calibrate", "cal", "config.yaml", ["calibrate", "cal", "-o", "c.json"]),
         ("calibrate", "cal", "profile/weight_loads.csv", ["calibrate", "cal", "-o", "c.json"]),
+        ("calibrate", "cal", "profile/core_cpu.csv", ["calibrate", "cal", "-o", "c.json"]),
         ("resume", "train", "checkpoints/step-000002/meta.json",
          ["train", "--resume", "train", "--address", BACKSTOP]),
         ("resume", "train", "checkpoints/step-000002/pools.json",
@@ -773,6 +774,9 @@ def _damage_expect(surface: str, run: str, rel: str, how: str) -> str:
         return EITHER  # --resume reads config.yaml and checkpoints; it rewrites the marker
     if surface == "calibrate" and rel == "config.yaml" and how == "empty":
         return EITHER  # the profile and machine.json say what was measured
+    if surface == "calibrate" and rel.endswith("core_cpu.csv") and how in ("empty", "gone",
+                                                                           "header-only"):
+        return EITHER  # optional: runs recorded before it, or with no probe, have no rows
     return REFUSE
 
 

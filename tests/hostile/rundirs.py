@@ -80,5 +80,14 @@ def train_run(tmp_path: Path, name: str = "train", *, steps: int = 5) -> Path:
 
 
 def calibration_run(tmp_path: Path, name: str = "cal") -> Path:
-    """A run directory ``laminar calibrate`` fits (its profile follows known coefficients)."""
-    return make_run(tmp_path / name, seed=1)
+    """A run directory ``laminar calibrate`` fits (its profile follows known coefficients),
+    with the cores' CPU rows every run now records (``profile/core_cpu.csv``)."""
+    run = make_run(tmp_path / name, seed=1)
+    rows = ["at_s,core,what,cpu_s"]
+    for i in range(1, 9):
+        at = 0.25 * i
+        rows += [f"{at},0,busy,0.25", f"{at},0,pinned,0.2", f"{at},0,engine,0.15",
+                 f"{at},1,busy,0.25", f"{at},1,pinned,0.24", f"{at},1,engine,0.2",
+                 f"{at},-1,unpinned,0.03"]  # fmt: skip
+    (run / "profile" / "core_cpu.csv").write_text("\n".join(rows) + "\n")
+    return run

@@ -38,7 +38,7 @@ PLOT_TRAIN = ["summary.json", "steps.csv", "trajectories.parquet", "events.csv",
               "config.yaml"]  # fmt: skip
 PLOT_SIM = ["summary.csv", "steps.csv", "trajectories.parquet", "replicas.parquet"]
 PROFILE = ["engine_steps.csv", "trainer_steps.csv", "weight_loads.csv", "machine.json",
-           "speed_probe.csv"]  # fmt: skip
+           "speed_probe.csv", "core_cpu.csv"]  # fmt: skip
 CALIBRATE = ["config.yaml", "summary.json", "steps.csv", "trajectories.parquet",
              *(f"profile/{n}" for n in PROFILE)]  # fmt: skip
 RESUME = ["config.yaml", "steps.csv", "checkpoints/LATEST", f"{CKPT}/meta.json",
