@@ -137,7 +137,8 @@ def run_job(cfg: LaminarConfig, dirs, stack: ExitStack, engines, job: str,
     if out is not None:
         from laminar.runtime.profiling.speedprobe import SpeedProbe
 
-        probe = SpeedProbe(cfg.runtime.speed_probe_s, dirs.tmp).start()
+        probe = SpeedProbe(cfg.runtime.speed_probe_s, dirs.tmp,
+                           cores=cfg.runtime.device == "cpu").start()
     a = driver.launch(cfg, dirs, t0, stack, rollouts=engines, job=job)
     setup_s = time.time() - t0
     loop = loops.run_laminar if cfg.runtime.mode == "laminar" else loops.run_sync

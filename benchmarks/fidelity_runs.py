@@ -51,7 +51,8 @@ def _job_settings(cfg):
 def run_one(cfg, dirs, stack: ExitStack, engines: dict | None, job: str, out: Path) -> dict:
     """One job on the shared engines (started on first use); writes its run directory."""
     t0 = time.time()
-    probe = SpeedProbe(cfg.runtime.speed_probe_s, dirs.tmp).start()  # start-up overlaps launch
+    probe = SpeedProbe(cfg.runtime.speed_probe_s, dirs.tmp,  # start-up overlaps launch
+                       cores=cfg.runtime.device == "cpu").start()
     picked = None if engines is None else dict(list(engines.items())[: cfg.runtime.rollouts])
     a = driver.launch(cfg, dirs, t0, stack, rollouts=picked, job=job)
     if picked is not None:  # shared engines were built for another job: give them this one's

@@ -65,10 +65,10 @@ def calibrate(
         _check_same([runs[0], *probes])
     # Each run's engine and trainer seconds at the runs' mean machine speed (the probe's)
     k, ref = speed.factors(runs)
-    # What other processes took of the engines' cores, where the runs recorded it
-    # (``laminar.calibrate.background``): the cross-core factor's mechanism, measured.
-    cross = background.measure(runs)
     try:
+        # What other processes took of the engines' cores, where the runs recorded it
+        # (``laminar.calibrate.background``): the cross-core factor's mechanism, measured.
+        cross = background.measure(runs)
         engine = fit_engine(runs, k)
         trainers = fit_trainer(runs, speed=k)
         cpu = fit_trainer(runs, "train_cpu_s", k)

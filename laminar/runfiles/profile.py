@@ -24,7 +24,7 @@ from laminar.runfiles.tables import (
 from laminar.runfiles.train import MODES
 
 ENGINE = {
-    "replica_id": Text(), "at_s": SECONDS, "step_s": SECONDS, "decode_seqs": COUNT,
+    "replica_id": Text(required=True), "at_s": SECONDS, "step_s": SECONDS, "decode_seqs": COUNT,
     "prefill_tokens": COUNT, "kv_tokens": COUNT, "running": COUNT,
 }  # fmt: skip
 """``engine_steps.csv``: sampled engine steps (``running`` is optional: older runs lack it)."""
@@ -37,7 +37,7 @@ TRAINER = {
 """``trainer_steps.csv``: each trainer step's seconds and tokens (``train_cpu_s`` optional)."""
 TRAINER_NEED = ("step", "train_s", "publish_s", "tokens", "tokens_sq")
 
-LOADS = {"replica_id": Text(), "at_s": SECONDS, "load_s": SECONDS}
+LOADS = {"replica_id": Text(required=True), "at_s": SECONDS, "load_s": SECONDS}
 """``weight_loads.csv``: each rollout's weight loads."""
 
 SPEED = {
@@ -47,7 +47,7 @@ SPEED = {
 }
 """``speed_probe.csv``: the machine-speed probe (``laminar/runtime/profiling/speedprobe.py``)."""
 
-CORE_CPU = {"at_s": Number(), "core": Number(low=-1.0, whole=True), "what": Text(),
+CORE_CPU = {"at_s": Number(), "core": Number(low=-1.0, whole=True), "what": Text(required=True),
             "cpu_s": SECONDS}
 """``core_cpu.csv``: each core's busy seconds and the job's CPU on it, every probe tick
 (``laminar/runtime/profiling/corecpu.py``; core -1: the job's unpinned processes)."""
@@ -84,8 +84,9 @@ def read_core_cpu(path: Path) -> pd.DataFrame | None:
     bad = ~frame["what"].astype(str).isin(CORE_CPU_KINDS)
     if bad.any():
         row = int(bad.to_numpy().argmax())
-        raise file_error(path, f"row {row + 2}: field 'what' is {frame['what'].iloc[row]!r}; "
-                               f"expected one of {', '.join(CORE_CPU_KINDS)}")  # fmt: skip
+        raise file_error(path, f"expected one of {', '.join(CORE_CPU_KINDS)}, got "
+                               f"{str(frame['what'].iloc[row])!r}", row=row + 1,
+                         column="what")  # fmt: skip
     return frame
 
 

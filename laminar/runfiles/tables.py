@@ -66,7 +66,10 @@ class Number:
 
 @dataclass(frozen=True)
 class Text:
-    """A column of labels (replica ids, kinds): anything, read as it is."""
+    """A column of labels (replica ids, kinds): anything, read as it is; an empty cell is
+    refused where ``required`` (a label the reader keys on)."""
+
+    required: bool = False
 
 
 Spec = Mapping[str, Number | Text]
@@ -141,6 +144,13 @@ def check_frame(frame: pd.DataFrame, spec: Spec, path: Path, *,
     for name, check in spec.items():
         if name in frame.columns and isinstance(check, Number):
             frame[name] = _numbers(frame[name], check, path, name)
+        elif name in frame.columns and check.required:
+            column = frame[name]
+            empty = (column.isna() | (column.astype(object).astype(str).str.strip() == ""))
+            if empty.any():
+                row = int(np.flatnonzero(empty.to_numpy())[0])
+                raise file_error(path, "expected a label, got an empty or NaN cell", row=row + 1,
+                                 column=name)  # fmt: skip
     return frame
 
 

@@ -140,7 +140,11 @@ def test_a_bad_core_row_is_named(tmp_path, capsys):
     run = make_run(tmp_path / "run")
     path = run / "profile" / "core_cpu.csv"
     path.write_text("at_s,core,what,cpu_s\n1.0,0,busy,0.9\n1.0,0,idle,0.1\n")
-    with pytest.raises(RunDirError, match=r"row 3: field 'what' is 'idle'"):
+    with pytest.raises(RunDirError, match=r"core_cpu.csv, row 2, column 'what': expected one of "
+                                          r"busy, pinned, engine, unpinned, got 'idle'"):
+        read_core_cpu(path)
+    path.write_text("at_s,core,what,cpu_s\n1.0,0,busy,0.9\n1.0,0,,0.1\n")
+    with pytest.raises(RunDirError, match=r"row 2, column 'what': expected a label"):
         read_core_cpu(path)
     path.write_text("at_s,core,what,cpu_s\n1.0,0,busy,-0.5\n")
     rc = main(["calibrate", str(run), "-o", str(tmp_path / "cost.json")])
@@ -150,6 +154,15 @@ def test_a_bad_core_row_is_named(tmp_path, capsys):
     path.write_text("at_s,core,what,cpu_s\n1.0,-2,busy,0.5\n")
     with pytest.raises(RunDirError, match="core"):
         read_run(run)
+    # an engine step with no replica id (the hostile suite's find): refused by name
+    path.unlink()
+    steps = run / "profile" / "engine_steps.csv"
+    lines = steps.read_text().splitlines()
+    lines[1] = "nan" + lines[1][lines[1].index(","):]
+    steps.write_text("\n".join(lines) + "\n")
+    rc = main(["calibrate", str(run), "-o", str(tmp_path / "cost.json")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "engine_steps.csv, row 1, column 'replica_id'" in err
 
 
 def test_calibrate_records_the_measurement_and_simulate_holds_the_fit_against_it(
@@ -181,16 +194,30 @@ def test_calibrate_records_the_measurement_and_simulate_holds_the_fit_against_it
 
 
 @LINUX_2
-def test_the_probe_records_the_cores_beside_its_speed_rows(tmp_path):
+def test_the_probe_records_the_cores_the_job_pins_beside_its_speed_rows(tmp_path):
+    """The probe's child samples its parent's processes: a busy child pinned to one core gives
+    that core's rows (and no other core's); without ``cores`` (off CPU placements) no rows."""
     from laminar.runtime.profiling.speedprobe import SpeedProbe
 
-    t0 = time.time()
-    probe = SpeedProbe(0.2, tmp_path).start()
-    deadline = time.time() + 120  # the child imports torch first
-    while time.time() < deadline and len(probe.path.read_text().splitlines()) < 3:
-        time.sleep(0.2)
-    probe.stop(t0)
+    core = sorted(os.sched_getaffinity(0))[0]
+    busy = subprocess.Popen([sys.executable, "-c", BUSY.format(s=60.0)])
+    os.sched_setaffinity(busy.pid, {core})
+    try:
+        t0 = time.time()
+        probe = SpeedProbe(0.2, tmp_path).start()
+        plain = SpeedProbe(0.2, tmp_path, cores=False).start()
+        deadline = time.time() + 120  # the children import torch first
+        while time.time() < deadline and len(probe.path.read_text().splitlines()) < 3:
+            time.sleep(0.2)
+        probe.stop(t0)
+        assert plain.stop(t0) is not None and plain.cores.empty
+    finally:
+        busy.kill()
+        busy.wait()
     cores = probe.cores
     assert set(cores["what"]) == {"busy", "pinned", "engine", "unpinned"}
+    assert set(cores.loc[cores["what"] != "unpinned", "core"]) == {core}
     assert (cores["cpu_s"] >= 0).all() and (cores["at_s"] > 0).all()
     assert set(cores.loc[cores["what"] == "unpinned", "core"]) == {UNPINNED_CORE}
+    pinned = cores[cores["what"] == "pinned"]["cpu_s"]
+    assert pinned.sum() > 0.5 * (cores["at_s"].max() - cores["at_s"].min())  # the busy child

@@ -7,8 +7,9 @@ whichever core has room, so an engine loses part of its core to them only when t
 are busy too (``docs/fidelity.md``, *Issue 31*). ``laminar calibrate`` reads what this records
 (``laminar/calibrate/background.py``).
 
-:class:`CoreCpu` is sampled by the speed-probe child (``speedprobe.py``) every ``TICK_S``. Rows
-per core of the job (the driver's affinity):
+:class:`CoreCpu` is sampled by the speed-probe child (``speedprobe.py``) every ``TICK_S``, on
+CPU placements only (``runtime.device: cpu``). Rows per core the job has pinned a process to
+so far (a core of the driver's affinity; a job that pins nothing has none):
 
 - ``busy``: the core's busy seconds (``/proc/stat``: user, nice, system, irq, softirq, steal);
 - ``pinned``: the CPU seconds of the job's processes pinned to it (affinity a strict subset of
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 
 COLUMNS = ["at_unix_s", "core", "what", "cpu_s"]
 TICK_S = 0.25  # between samples: a sync job's generation phase here lasts ~0.5-1.5 s
-# (a sample reads /proc for the job's ~50 processes: ~1-3 ms, about 1% of a core at this rate)
+# (a sample reads every process's /proc/PID/stat: about 1% of a core at this rate here)
 UNPINNED_CORE = -1  # the row of the job's unpinned processes (they run on any core)
 TRAINER_TITLES = ("ray::TrainerRank",)  # Ray's process title of the trainer's rank actors
 ENGINE_NAMES = ("VLLM::",)  # vLLM's titles of its engine core and worker processes
@@ -104,6 +105,7 @@ class CoreCpu:
     tick_s: float = field(default_factory=lambda: float(os.sysconf("SC_CLK_TCK")))
     _busy: dict[int, int] = field(default_factory=dict)
     _cpu: dict[int, int] = field(default_factory=dict)
+    _seen: set[int] = field(default_factory=set)  # cores the job has pinned a process to
 
     def __post_init__(self) -> None:
         if not self.cores:
@@ -131,6 +133,7 @@ class CoreCpu:
                 continue
             title = _title(pid)
             if where and (where < job or title.startswith(TRAINER_TITLES)):
+                self._seen |= where
                 vllm = title.startswith(ENGINE_NAMES)
                 for c in where:
                     pinned[c] += delta / len(where)
@@ -141,7 +144,7 @@ class CoreCpu:
         first = not self._busy
         rows: list[tuple[int, str, float]] = []
         if not first:
-            for c in self.cores:
+            for c in sorted(self._seen):
                 if c in busy and c in self._busy:
                     rows.append((c, "busy", (busy[c] - self._busy[c]) / self.tick_s))
                 rows.append((c, "pinned", pinned[c]))

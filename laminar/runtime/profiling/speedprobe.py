@@ -47,7 +47,7 @@ def _python_work() -> int:
     return acc
 
 
-def _child(out: str, interval_s: float) -> None:
+def _child(out: str, interval_s: float, cores_too: bool = True) -> None:
     from laminar.runtime.cluster.lifeline import parent_from_env, tie_to_parent
 
     tie_to_parent(parent_from_env())  # dies with the driver, even a SIGKILLed one
@@ -67,8 +67,9 @@ def _child(out: str, interval_s: float) -> None:
         _python_work()
     nice = os.getpriority(os.PRIO_PROCESS, 0)
     parent = os.getppid()
-    cores = CoreCpu(parent)
-    cores.sample()  # the baseline
+    cores = CoreCpu(parent) if cores_too else None
+    if cores is not None:
+        cores.sample()  # the baseline
     with open(out, "a", buffering=1) as f, open(out + CORES_SUFFIX, "a", buffering=1) as g:
         due = 0.0
         while os.getppid() == parent:  # an orphan (its run died without stopping it) ends
@@ -81,6 +82,9 @@ def _child(out: str, interval_s: float) -> None:
                 _python_work()
                 py = time.perf_counter() - t
                 f.write(f"{time.time():.3f},{mm:.6f},{py:.6f},{nice}\n")
+            if cores is None:
+                time.sleep(max(0.0, due - time.monotonic()))
+                continue
             rows = cores.sample()
             now = time.time()
             g.write("".join(f"{now:.3f},{c},{what},{s:.4f}\n" for c, what, s in rows))
@@ -92,8 +96,9 @@ class SpeedProbe:
     docstring). ``interval_s`` 0: no probe, no rows. Its file lives in ``scratch`` (the run's
     scratch directory, which a killed run's ``--resume`` removes), else the system's temp."""
 
-    def __init__(self, interval_s: float, scratch: Path | None = None):
+    def __init__(self, interval_s: float, scratch: Path | None = None, cores: bool = True):
         self.interval_s = float(interval_s)
+        self.cores_too = cores  # also where the job's cores go (CPU placements: corecpu.py)
         self.scratch = scratch  # where its file lives until stop() (the run's scratch dir)
         self.proc: subprocess.Popen | None = None
         self.path: Path | None = None
@@ -110,7 +115,7 @@ class SpeedProbe:
         from laminar.runtime.cluster.lifeline import child_env
 
         module = "laminar.runtime.profiling.speedprobe"
-        cmd = [sys.executable, "-m", module, name, str(self.interval_s)]
+        cmd = [sys.executable, "-m", module, name, str(self.interval_s), str(int(self.cores_too))]
         # quiet: a probe that cannot run leaves an empty file, which calibration reads as
         # "not recorded" (the run itself does not depend on it)
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -169,4 +174,4 @@ def empty_cores() -> pd.DataFrame:
 
 
 if __name__ == "__main__":
-    _child(sys.argv[1], float(sys.argv[2]))
+    _child(sys.argv[1], float(sys.argv[2]), len(sys.argv) < 4 or sys.argv[3] != "0")

@@ -300,7 +300,8 @@ def train(
         storage = Storage.for_run(cfg, dirs.node_path("storage", root="scratch"), run_dir)
         if log is not None:
             log.storage = storage
-        probe = SpeedProbe(cfg.runtime.speed_probe_s, dirs.tmp).start()
+        probe = SpeedProbe(cfg.runtime.speed_probe_s, dirs.tmp,
+                           cores=cfg.runtime.device == "cpu").start()
         stack.callback(probe.stop, t0)  # a failed run still ends its probe
         actors = launch(cfg, dirs, t0, stack)
         actors.storage = storage
