@@ -80,8 +80,8 @@ def calibrate(
     if not trainers:
         raise RunDirError(f"{runs[0].path}: no trainer step recorded in any run")
     cold = [*first_step.values(), first_prompts]
-    fits = [engine, *([cross.fit()] if cross is not None else []), *trainers, *cpu, *transfers,
-            refill, *cold]  # fmt: skip
+    measured = [] if cross is None else [cross.fit()]
+    fits = [engine, *measured, *trainers, *cpu, *transfers, refill, *cold]
     content = _cost_content(runs, engine, trainers, transfers, refill, normalised=k is not None)
     # The job's cold start (``laminar.calibrate.coldstart``): outside the figures' window, it
     # sets how far the rollouts are ahead when the window opens.
@@ -89,11 +89,9 @@ def calibrate(
         str(t): f.values["trainer_first_step_extra_s"] for t, f in first_step.items()
     }
     content["runtime"]["first_prompts_s"] = first_prompts.values["first_prompts_s"]
-    content["fit"].update({f.name: asdict(f) for f in cold})
-    if cross is not None:
-        content["fit"][cross.fit().name] = asdict(cross.fit())
-        if cross.gamma() is not None:
-            content["runtime"]["cross_core_gamma_measured"] = cross.gamma()
+    content["fit"].update({f.name: asdict(f) for f in [*cold, *measured]})
+    if cross is not None and cross.gamma() is not None:
+        content["runtime"]["cross_core_gamma_measured"] = cross.gamma()
     # The trainer's CPU seconds (not what the simulator charges: what a step costs with its
     # cores to itself; wall = CPU / the CPU share the machine gives it).
     content["runtime"]["trainer_cpu"] = {

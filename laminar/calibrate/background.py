@@ -37,8 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from laminar.calibrate.fit import Fit, _covered, replica_index, share_covered
-from laminar.calibrate.rundir import RunData, step_timeline
+from laminar.calibrate.fit import Fit, _covered, replica_index, share_covered, update_intervals
+from laminar.calibrate.rundir import RunData
 
 ACTIVE_SHARE = 0.5  # an engine's own-clock steps covered at least this share of a tick
 CLASSES = ("free", "trainer", "engine")  # what the other cores did (module docstring)
@@ -107,9 +107,7 @@ def tick_frame(run: RunData) -> pd.DataFrame | None:
     ids = eng["replica_id"].astype(str).to_numpy()
     steps = np.column_stack([(eng["at_s"] - eng["step_s"]).to_numpy(float),
                              eng["at_s"].to_numpy(float)])  # fmt: skip
-    timeline = step_timeline(run.path, float(run.summary.get("setup_s", 0.0)))
-    train = (np.zeros((0, 2)) if timeline is None else np.column_stack(
-        [timeline["train_start_s"], timeline["train_start_s"] + timeline["train_s"]]))
+    train = update_intervals(run)
     cpus = [frozenset(c) for c in run.machine["rollout_cpus"]]
     trainer = frozenset(run.machine.get("trainer_cpus") or [])
     index = {rid: replica_index(rid) for rid in np.unique(ids)}

@@ -232,6 +232,15 @@ def share_covered(cover: tuple, start: np.ndarray, end: np.ndarray) -> np.ndarra
     return np.clip(busy / length, 0.0, 1.0)
 
 
+def update_intervals(run: RunData) -> np.ndarray:
+    """[start, end] of each trainer update on the job clock (``steps.csv``,
+    ``step_timeline``); no rows without a steps table."""
+    steps = step_timeline(run.path, float(run.summary.get("setup_s", 0.0)))
+    if steps is None:
+        return np.zeros((0, 2))
+    return np.column_stack([steps["train_start_s"], steps["train_start_s"] + steps["train_s"]])
+
+
 def other_core_share(run: RunData, *, with_mates: bool = False) -> np.ndarray:
     """For every engine-step row: the share of the step during which a core outside the
     engine's own set had work (another engine's steps on other cores, or the trainer's updates
@@ -245,9 +254,7 @@ def other_core_share(run: RunData, *, with_mates: bool = False) -> np.ndarray:
     end = eng["at_s"].to_numpy(float)
     ids = eng["replica_id"].astype(str).to_numpy()
     index = {rid: replica_index(rid) for rid in np.unique(ids)}
-    steps = step_timeline(run.path, float(run.summary.get("setup_s", 0.0)))
-    train = (np.zeros((0, 2)) if steps is None else
-             np.column_stack([steps["train_start_s"], steps["train_start_s"] + steps["train_s"]]))
+    train = update_intervals(run)
     out = np.zeros(len(eng))
     for rid, i in index.items():
         if not 0 <= i < len(cpus) or not cpus[i] or (cpus.count(cpus[i]) > 1 and not with_mates):
