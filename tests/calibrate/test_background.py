@@ -20,7 +20,7 @@ from laminar.calibrate import background
 from laminar.calibrate.rundir import RunDirError, read_run
 from laminar.cli import main
 from laminar.config import load_config
-from laminar.runfiles.profile import read_core_cpu
+from laminar.runfiles.profile import CORE_CPU_KINDS, read_core_cpu
 from laminar.runtime.profiling.corecpu import UNPINNED_CORE, CoreCpu
 from tests.calibrate.test_calibrate_cli import make_run
 
@@ -215,7 +215,7 @@ def test_the_probe_records_the_cores_the_job_pins_beside_its_speed_rows(tmp_path
         busy.kill()
         busy.wait()
     cores = probe.cores
-    assert set(cores["what"]) == {"busy", "pinned", "engine", "unpinned"}
+    assert set(cores["what"]) == set(CORE_CPU_KINDS)  # what the reader accepts, all of it
     assert set(cores.loc[cores["what"] != "unpinned", "core"]) == {core}
     assert (cores["cpu_s"] >= 0).all() and (cores["at_s"] > 0).all()
     assert set(cores.loc[cores["what"] == "unpinned", "core"]) == {UNPINNED_CORE}
