@@ -24,6 +24,10 @@ _ADDRESS = re.compile(
 # vLLM's worker and engine-core processes poll for their next message with sched_yield() this
 # long after their last one before they sleep (``shm_broadcast.SpinCondition(busy_loop_s=1)``)
 VLLM_ENGINE_SPIN_S = 1.0
+# A sync job on CPU trains on its engines' cores right after generation: its idle engines spin
+# this long instead (``runtime.engine_spin_s`` not given). It still covers the gap between two
+# steps of a busy engine (``benchmarks/RESULTS.md``, *Investigations*: ``engine_spin.py``).
+SYNC_CPU_ENGINE_SPIN_S = 0.02
 
 
 def check_address_form(address: str) -> None:
@@ -349,7 +353,9 @@ class RuntimeConfig(Section):
     """Seconds an idle vLLM engine's processes keep spinning on their core for work before they
     sleep (0.001..60). None: vLLM's own (1 s). A spinning process takes CPU from whatever shares
     its core — another engine, or the trainer in sync mode
-    (``laminar/runtime/rollout/vllm_spin.py``).
+    (``laminar/runtime/rollout/vllm_spin.py``). Not given: 0.02 for a sync job on CPU (its
+    trainer runs on the engines' cores right after generation; on GPUs the spin costs only a
+    host core), vLLM's own otherwise.
     Not 0: vLLM then sleeps between every two steps and misses wake-ups (a step's data waited
     54 s in a tiny-cpu job)."""
 
@@ -442,6 +448,15 @@ class RuntimeConfig(Section):
 
     grpo: GrpoConfig = Field(default_factory=GrpoConfig)
     """The RL objective."""
+
+    @model_validator(mode="after")
+    def _engine_spin_default_by_mode(self) -> RuntimeConfig:
+        # ``engine_spin_s`` not given (an explicit null keeps vLLM's own): a sync job on CPU
+        # bounds its idle engines' spin, which would take its trainer's cores (docs/fidelity.md)
+        if (self.mode == "sync" and self.device == "cpu" and self.engine_spin_s is None
+                and "engine_spin_s" not in self.model_fields_set):
+            self.engine_spin_s = SYNC_CPU_ENGINE_SPIN_S
+        return self
 
     @model_validator(mode="after")
     def _warmup_default_by_model(self) -> RuntimeConfig:

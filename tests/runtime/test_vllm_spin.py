@@ -28,6 +28,34 @@ def test_the_bound_reaches_the_rollouts_environment_only_when_set():
     assert cfg.runtime.engine_spin_effective_s == 0.05
 
 
+def test_a_sync_job_on_cpu_bounds_the_spin_unless_its_config_says_otherwise(tmp_path):
+    """Sync mode trains on its engines' cores right after generation: not given, the bound is
+    ``SYNC_CPU_ENGINE_SPIN_S`` there, and reaches the rollouts; laminar mode, GPUs and an
+    explicit null keep vLLM's own; a run's written config loads back with the bound it ran."""
+    from laminar.config.loader import write_resolved
+    from laminar.config.runtime import SYNC_CPU_ENGINE_SPIN_S, VLLM_ENGINE_SPIN_S
+
+    sync = load_config(preset="tiny-cpu", overrides=["runtime.mode=sync"])
+    assert sync.runtime.engine_spin_s == SYNC_CPU_ENGINE_SPIN_S < VLLM_ENGINE_SPIN_S
+    env = ray_run.rollout_options(sync, 0, _Dirs())["runtime_env"]["env_vars"]
+    assert float(env[vllm_spin.ENV]) == SYNC_CPU_ENGINE_SPIN_S
+    for overrides in (["runtime.mode=laminar"], ["runtime.mode=sync", "runtime.device=cuda"],
+                      ["runtime.mode=sync", "runtime.engine_spin_s=null"]):
+        cfg = load_config(preset="tiny-cpu", overrides=overrides)
+        assert cfg.runtime.engine_spin_s is None, overrides
+        assert cfg.runtime.engine_spin_effective_s == VLLM_ENGINE_SPIN_S
+    assert load_config(preset="tiny-cpu", overrides=[
+        "runtime.mode=sync", "runtime.engine_spin_s=0.5"]).runtime.engine_spin_s == 0.5
+    switched = load_config(preset="tiny-cpu")
+    switched.runtime.mode = "sync"  # set after loading, as a command line's --mode is
+    assert switched.runtime.engine_spin_s == SYNC_CPU_ENGINE_SPIN_S
+    for cfg, ran in ((sync, SYNC_CPU_ENGINE_SPIN_S), (load_config(preset="tiny-cpu", overrides=[
+            "runtime.mode=sync", "runtime.engine_spin_s=null"]), None)):
+        (tmp_path / str(ran)).mkdir()
+        path = write_resolved(cfg, tmp_path / str(ran))
+        assert load_config(path).runtime.engine_spin_s == ran
+
+
 def test_a_negative_bound_in_the_environment_is_refused(monkeypatch):
     monkeypatch.setenv(vllm_spin.ENV, "-1")
     with pytest.raises(ValueError, match=vllm_spin.ENV):
