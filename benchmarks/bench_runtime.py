@@ -15,12 +15,13 @@ Each repeat runs, on the same preset, model, task, seed and cores:
 2. laminar with repack on and off while generation is saturated (``prefetch_steps`` large, so
    rollouts never wait for the trainer's flow control): the ratio of ``gen_tokens_per_s``.
 
-All runs share one Ray session and the same two engines (re-pinned to each mode's cores), so a
-run costs its loop, not a minute of engine start-up, and the modes alternate quickly (ABBA...):
-other work on a shared machine drifts, and side by side it drifts for both. Each run has its own
-trainer (from the cached warm-up), pools, weight versions and manager. Only the loop's wall time
-counts. Results go to stdout as JSON lines and a table; record them in
-``benchmarks/RESULTS.md``.
+All runs share one Ray session and two engines (re-pinned to each mode's cores; one pair for the
+runs whose engines start alike, ``ray_run.engine_start_key``: a sync job's on CPU spin less than
+a laminar job's), so a run costs its loop, not a minute of engine start-up, and the modes
+alternate quickly (ABBA...): other work on a shared machine drifts, and side by side it drifts
+for both. Each run has its own trainer (from the cached warm-up), pools, weight versions and
+manager. Only the loop's wall time counts. Results go to stdout as JSON lines and a table;
+record them in ``benchmarks/RESULTS.md``.
 
 ``--task`` picks the runtime task (``runtime.task``) of every run: ``preset`` (default: the
 preset's own, the repeat task on tiny-cpu), ``repeat``, ``jsonl`` (small additions written
@@ -314,13 +315,15 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     cfgs = {n: load_config(preset=args.preset, overrides=[*common, *plans[n]]) for n in names}
     out = Path(args.out) if args.out else None
-    engines = None
+    engines: dict[tuple, dict] = {}  # one set per way engines start (ray_run.engine_start_key)
     with ray_run.ray_session(cfgs["laminar"]) as dirs, ExitStack() as stack:
         for rep in range(args.repeats):
             order = names if rep % 2 == 0 else names[::-1]
             for name in order:
                 where = out / name / f"rep{rep}" if out and name in ("laminar", "sync") else None
-                res, engines = run_job(cfgs[name], dirs, stack, engines, f"{name}-{rep}", where)
+                key = ray_run.engine_start_key(cfgs[name])
+                res, engines[key] = run_job(cfgs[name], dirs, stack, engines.get(key),
+                                            f"{name}-{rep}", where)  # fmt: skip
                 runs[name].append(res)
                 print(json.dumps({"repeat": rep, "run": name, **res}), flush=True)
     report = {

@@ -1,7 +1,8 @@
 """Real runs for the fidelity study (``benchmarks/fidelity.py``): run directories, side by side.
 
-Every setting of ``SETTINGS`` runs ``--repeats`` times in one Ray session on the same engines
-(started once; a 1-rollout job uses the first one), in an order that alternates between
+Every setting of ``SETTINGS`` runs ``--repeats`` times in one Ray session on shared engines
+(started once for the settings whose engines start alike, ``ray_run.engine_start_key``: a sync
+job's on CPU spin less; a 1-rollout job uses the first one), in an order that alternates between
 repeats (ABC..CBA..) so drifting load from other work on a shared machine hits every setting
 alike. Each run writes a full ``laminar train`` run directory (``profile/`` included) to
 ``OUT/<setting>/rep<k>``. Run it under the machine's heavy-work lock::
@@ -103,20 +104,24 @@ def main(argv: list[str] | None = None) -> int:
     cfgs = {n: load_config(preset="tiny-cpu", overrides=[*common, *SETTINGS[n]]) for n in names}
     most = max(cfgs.values(), key=lambda c: c.runtime.rollouts)
     out = Path(args.out)
-    engines = None
+    key = {n: ray_run.engine_start_key(c) for n, c in cfgs.items()}
+    engines: dict[tuple, dict] = {}
     with ray_run.ray_session(most) as dirs, ExitStack() as stack:
-        if most.runtime.rollouts > 0:  # start every engine once, with the widest setting
+        for i, k in enumerate(dict.fromkeys(key.values())):
+            # start each set of engines once, with the widest of its settings
+            alike = [c for n, c in cfgs.items() if key[n] == k]
+            widest = max(alike, key=lambda c: c.runtime.rollouts)
             # ... and room for the longest prompt + response of any setting (max_model_len)
-            longest = {k: max(getattr(c.workload, k) for c in cfgs.values())
-                       for k in ("max_prompt_len", "max_response_len")}  # fmt: skip
-            two = most.workload.model_copy(update={"steps": 2, **longest})
-            short = most.model_copy(update={"workload": two})
-            first = run_one(short, dirs, stack, None, "start", out / "_start")
-            engines = first["engines"]
+            longest = {f: max(getattr(c.workload, f) for c in alike)
+                       for f in ("max_prompt_len", "max_response_len")}  # fmt: skip
+            two = widest.workload.model_copy(update={"steps": 2, **longest})
+            short = widest.model_copy(update={"workload": two})
+            where = out / ("_start" if i == 0 else f"_start{i}")
+            engines[k] = run_one(short, dirs, stack, None, f"start{i}", where)["engines"]
         for rep in range(args.first_repeat, args.first_repeat + args.repeats):
             order = names if rep % 2 == 0 else names[::-1]
             for name in order:
-                res = run_one(cfgs[name], dirs, stack, engines, f"{name}-{rep}",
+                res = run_one(cfgs[name], dirs, stack, engines[key[name]], f"{name}-{rep}",
                               out / name / f"rep{rep}")  # fmt: skip
                 s = res["summary"]
                 row = {"setting": name, "repeat": rep, "wall_s": s["wall_s"]}

@@ -118,3 +118,15 @@ def test_without_the_variable_the_plugin_changes_nothing(monkeypatch, spin_condi
 def test_the_plugin_is_registered_with_vllm():
     # installed with the package (pyproject's entry point): vLLM's processes will call apply()
     assert vllm_spin.registered()
+
+
+def test_jobs_share_running_engines_only_where_the_engines_start_alike():
+    """The benchmarks run many jobs on one set of engines; an engine's spin bound is its
+    processes' environment, so a sync job on CPU cannot reuse a laminar job's engines."""
+    key = lambda *o: ray_run.engine_start_key(load_config(preset="tiny-cpu", overrides=list(o)))  # noqa: E731
+    assert key() == key("runtime.task.median_len=9", "workload.max_response_len=256",
+                        "runtime.rollouts=1")  # what attach and the job settings change
+    assert key() != key("runtime.mode=sync")
+    assert key("runtime.mode=sync") == key("runtime.mode=sync", "runtime.rollouts=1")
+    assert key() == key("runtime.mode=sync", "runtime.engine_spin_s=null")
+    assert key() != key("runtime.kv_cache_gib=2")

@@ -280,6 +280,14 @@ def pin_tree(cpus: tuple[int, ...]) -> None:
                     os.sched_setaffinity(int(tid), cpus)
 
 
+def engine_start_key(cfg: LaminarConfig) -> tuple:
+    """What a rollout's engine processes take from their environment when they start and keep
+    (``rollout_options``): jobs may share running engines (the benchmarks do) only where this
+    is equal. Cores are not in it: ``attach`` re-pins an engine to each job's."""
+    rt = cfg.runtime
+    return rt.device, rt.engine_spin_s, rt.kv_cache_gib, rt.rollout_threads
+
+
 def rollout_options(
     cfg: LaminarConfig, index: int, dirs: RunDirs, where: dict | None = None
 ) -> dict:
