@@ -129,4 +129,6 @@ def test_jobs_share_running_engines_only_where_the_engines_start_alike():
     assert key() != key("runtime.mode=sync")
     assert key("runtime.mode=sync") == key("runtime.mode=sync", "runtime.rollouts=1")
     assert key() == key("runtime.mode=sync", "runtime.engine_spin_s=null")
-    assert key() != key("runtime.kv_cache_gib=2")
+    for other in ("runtime.kv_cache_gib=2", "runtime.rollout_nice=5", "runtime.rollout_threads=2",
+                  "runtime.model.layers=3"):
+        assert key() != key(other), other

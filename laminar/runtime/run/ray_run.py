@@ -281,11 +281,13 @@ def pin_tree(cpus: tuple[int, ...]) -> None:
 
 
 def engine_start_key(cfg: LaminarConfig) -> tuple:
-    """What a rollout's engine processes take from their environment when they start and keep
-    (``rollout_options``): jobs may share running engines (the benchmarks do) only where this
-    is equal. Cores are not in it: ``attach`` re-pins an engine to each job's."""
+    """What a rollout and its engine processes fix when they start (their environment,
+    ``rollout_options``, and the actor's niceness and engine): jobs may share running engines
+    (the benchmarks do) only where this is equal. Cores are not in it: ``attach`` re-pins an
+    engine to each job's; nor what ``attach`` and a job's settings give a running rollout."""
     rt = cfg.runtime
-    return rt.device, rt.engine_spin_s, rt.kv_cache_gib, rt.rollout_threads
+    return (rt.device, rt.engine_spin_s, rt.kv_cache_gib, rt.rollout_threads, rt.rollout_nice,
+            rt.gpu_memory_fraction, rt.gpu_share, rt.model.model_dump_json())  # fmt: skip
 
 
 def rollout_options(
