@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from laminar.calibrate import background, speed
+from laminar.calibrate import background, drift, speed
 from laminar.calibrate.answers import policy_lengths
 from laminar.calibrate.coldstart import fit_first_prompts, fit_first_step
 from laminar.calibrate.fit import (
@@ -81,6 +81,9 @@ def calibrate(
         raise RunDirError(f"{runs[0].path}: no trainer step recorded in any run")
     cold = [*first_step.values(), first_prompts]
     measured = [] if cross is None else [cross.fit()]
+    # How far a probe's lengths (``lengths_from``) may be from a longer job's (``drift``).
+    moved = drift.measure(runs, probes)
+    measured += [] if moved is None else [moved]
     fits = [engine, *measured, *trainers, *cpu, *transfers, refill, *cold]
     content = _cost_content(runs, engine, trainers, transfers, refill, normalised=k is not None)
     # The job's cold start (``laminar.calibrate.coldstart``): outside the figures' window, it
