@@ -48,7 +48,8 @@ def measure(runs: list[RunData], probes: list[RunData]) -> Fit | None:
     if not ratios:
         return None
     mean = float(math.exp(np.mean(np.log(ratios))))
-    last = max(int(run.lengths["step"].max()) for run in runs if run.lengths is not None)
+    last = max(int(run.lengths["step"].max()) for run in runs
+               if run.lengths is not None and len(run.lengths))  # fmt: skip
     spread = f"{min(ratios):.2f}-{max(ratios):.2f}" if len(ratios) > 1 else f"{ratios[0]:.2f}"
     note = (f"the calibration runs' answers over steps {FIRST_STEP}-{last} were {mean:.2f}x "
             f"(runs {spread}) as long as over their first {k}, the --lengths-from run's window: "

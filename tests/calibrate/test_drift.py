@@ -88,7 +88,9 @@ def test_runs_that_say_nothing_of_the_probes_window_are_left_out():
     probe = _run([0, 1, 2, 3], [1.0] * 4)
     assert drift.measure([short], [probe]) is None
     assert drift.measure([long], []) is None
-    fit = drift.measure([long, short], [probe])
+    empty = _run([], [])
+    assert drift.later_over_first(empty, 4) is None
+    fit = drift.measure([long, short, empty], [probe])
     assert fit is not None and fit.samples == 1  # the short run is left out
     ratio = drift.later_over_first(long, 4)
     assert f"were {ratio:.2f}x (runs {ratio:.2f})" in fit.note
