@@ -63,6 +63,15 @@ SETTINGS: dict[str, list[str]] = {
                       "runtime.task.tail_ratio=40"],
     "sync-xlong": ["runtime.mode=sync", "workload.max_response_len=512",
                    "runtime.task.median_len=9", "runtime.task.tail_ratio=40"],
+    # the xlong jobs' policy answered a median of 7 tokens (1.17x the calibration runs'): a
+    # longer median, so that both ratios hold as the policy answers, not only by the task
+    # (task p50 14, p99 14 x 30 = 420, a 512-token budget; campaign 16)
+    "laminar-wide": ["workload.max_response_len=512", "runtime.task.median_len=14",
+                     "runtime.task.tail_ratio=30"],
+    "sync-wide": ["runtime.mode=sync", "workload.max_response_len=512",
+                  "runtime.task.median_len=14", "runtime.task.tail_ratio=30"],
+    "laminar-wide-norepack": ["workload.max_response_len=512", "runtime.task.median_len=14",
+                              "runtime.task.tail_ratio=30", "repack.enabled=false"],
 }
 CALIBRATION = ("laminar", "sync")
 
@@ -389,7 +398,8 @@ def _fmt(v: float, metric: str) -> str:
 def results_markdown(settings: pd.DataFrame, fits: list[Fit], noise: pd.DataFrame | None = None,
                      paired: bool = False, share: float = float("nan"),
                      calibration: tuple[str, ...] = CALIBRATION, speed_note: str = "",
-                     at_speed: bool = False, runs: pd.DataFrame | None = None) -> str:  # fmt: skip
+                     at_speed: bool = False, runs: pd.DataFrame | None = None,
+                     lengths: pd.DataFrame | None = None) -> str:  # fmt: skip
     """The generated section of docs/fidelity.md: tables of predicted vs measured (``runs``:
     the per-run table, for how firmly the runs order the ranked pairs)."""
     which = ("the cost file calibrated on the same repeat's calibration runs (`--paired`)"
@@ -445,9 +455,61 @@ def results_markdown(settings: pd.DataFrame, fits: list[Fit], noise: pd.DataFram
     if noise is not None:
         lines += noise_markdown(noise, share=share, at_speed=at_speed)
     what = "all the calibration runs together" if paired else "the calibration runs"
+    if lengths is not None:
+        lines += answered_markdown(lengths)
     lines += ["", f"Fit of {what} (`laminar calibrate`):", "", "```",
               fit_table(fits), "```"]  # fmt: skip
     return "\n".join(lines)
+
+
+def answered_lengths(runs: dict[str, list[Path]], calibration: tuple[str, ...]) -> pd.DataFrame:
+    """Each setting's response lengths as its policy answered them (every repeat's trained
+    trajectories after the first step, pooled): median and p99, and their ratios to the
+    calibration runs' pooled together; beside them the task's own (``runtime.task``: median
+    and p99 = ``tail_ratio`` x median of the answers asked for). A held-out job is outside the
+    calibration's lengths by construction only if it is so as answered, not only by its task."""
+    pooled: dict[str, np.ndarray] = {}
+    tasks: dict[str, tuple[float, float, int]] = {}
+    for name, dirs in runs.items():
+        parts = []
+        for d in dirs:
+            steps = json.loads((d / "summary.json").read_text())["steps"]
+            t = pd.read_parquet(d / "trajectories.parquet", columns=["step", "response_len"])
+            parts.append(t[(t["step"] >= WARMUP_STEPS) & (t["step"] < steps)]["response_len"])
+        pooled[name] = pd.concat(parts).to_numpy(float) if parts else np.array([])
+        cfg = load_config(dirs[0] / "config.yaml")
+        task = cfg.runtime.task
+        tasks[name] = (float(task.median_len), float(task.median_len * task.tail_ratio),
+                       int(cfg.workload.max_response_len))  # fmt: skip
+    cal = np.concatenate([pooled[c] for c in calibration if c in pooled and len(pooled[c])])
+    cal_med, cal_p99 = float(np.median(cal)), float(np.quantile(cal, 0.99))
+    rows = []
+    for name, x in pooled.items():
+        if not len(x):
+            continue
+        med, p99 = float(np.median(x)), float(np.quantile(x, 0.99))
+        rows.append({"setting": name, "held_out": name not in calibration, "trajectories": len(x),
+                     "median": med, "p99": p99, "median_ratio": med / cal_med,
+                     "p99_ratio": p99 / cal_p99, "task_median": tasks[name][0],
+                     "task_p99": tasks[name][1], "max_response_len": tasks[name][2]})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def answered_markdown(lengths: pd.DataFrame) -> list[str]:
+    """The table of :func:`answered_lengths`, under the results."""
+    lines = ["", "Response lengths as the policy answered them (trained trajectories after the "
+             "first step, every repeat pooled), against the calibration runs' pooled; *task*: "
+             "the answers the task asked for (median, p99 = tail ratio x median):", "",
+             "| setting | held out | trajectories | median | p99 | median / calibration's | "
+             "p99 / calibration's | task median | task p99 | budget |",
+             "|" + "---|" * 10]  # fmt: skip
+    for _, r in lengths.iterrows():
+        lines.append(f"| {r['setting']} | {'yes' if r['held_out'] else 'no'} | "
+                     f"{r['trajectories']:,} | {r['median']:.0f} | {r['p99']:.0f} | "
+                     f"{r['median_ratio']:.2f}x | {r['p99_ratio']:.2f}x | "
+                     f"{r['task_median']:.0f} | {r['task_p99']:.0f} | "
+                     f"{r['max_response_len']} |")  # fmt: skip
+    return lines
 
 
 def error_scatter(df: pd.DataFrame) -> float:
@@ -685,6 +747,8 @@ def main(argv: list[str] | None = None) -> int:
     df.to_csv(data / "runs.csv", index=False)
     settings = per_setting(df)
     settings.to_csv(data / "settings.csv", index=False)
+    lengths = answered_lengths(runs, calibration)
+    lengths.to_csv(data / "lengths.csv", index=False)
     save_figure(fidelity_figure(settings), data / "fidelity.png")
     doc = Path(args.doc)
     text = doc.read_text() if doc.exists() else f"# Simulator fidelity\n\n{BEGIN}\n{END}\n"
@@ -694,7 +758,7 @@ def main(argv: list[str] | None = None) -> int:
     noise = noise_floor(at_reference_speed(df) if args.speed != "none" else df)
     section = results_markdown(settings, fits, noise, args.paired, repeat_share(df), calibration,
                                speed_note(df, args.speed), at_speed=args.speed != "none",
-                               runs=df)
+                               runs=df, lengths=lengths)
     doc.write_text(f"{head}{BEGIN}\n{section}\n{END}{tail}")
     print(section)
     return 0

@@ -285,8 +285,10 @@ def _system(tmp_path, task: PythonTask, n=2, prompts_per_step=4):
 def test_misbehaving_environment_costs_those_trajectories_only(user_module, tmp_path):
     from tests.runtime.harness import run_laminar
 
+    # 1 s, not less: under the full suite's load a reward that raises at once was seen to miss
+    # a 0.3 s timeout (the thread hop to the environment's loop), read as reward_timeout
     task = PythonTask(entry="laminar_test_env_a:make", module_dir=str(user_module),
-                      args={"misbehave": True, "broken_prompts": True}, timeout_s=0.3)  # fmt: skip
+                      args={"misbehave": True, "broken_prompts": True}, timeout_s=1.0)  # fmt: skip
     s = _system(tmp_path, task)
     t = time.perf_counter()
     asyncio.run(run_laminar(s, steps=4))
