@@ -197,3 +197,42 @@ def test_engine_check_compares_the_cost_files_term_with_each_settings_steps(tmp_
     cost.write_text(json.dumps(content))
     rows = [line.split("|") for line in fid.engine_check(runs, cost).splitlines()[2:]]
     assert float(rows[1][3].split()[0]) == pytest.approx(2.0, rel=0.03)
+
+
+def _answered_run(path: Path, overrides: list[str], responses: list[int], steps: int = 3) -> Path:
+    """A run directory with what ``answered_lengths`` reads: config, summary and a trace whose
+    step 0 answers 1,000 tokens (left out as the warm-up) and the later steps ``responses``."""
+    from laminar.config import load_config
+    from laminar.config.loader import write_resolved
+
+    path.mkdir(parents=True)
+    write_resolved(load_config(preset="tiny-cpu", overrides=overrides), path)
+    (path / "summary.json").write_text(f'{{"steps": {steps}}}')
+    rows = [(0, 1000)] * 4 + [(1 + i % (steps - 1), r) for i, r in enumerate(responses)]
+    rows += [(steps, 2000)] * 4  # generated past the last step: not trained
+    pd.DataFrame(rows, columns=["step", "response_len"]).to_parquet(path / "trajectories.parquet")
+    return path
+
+
+def test_answered_lengths_pool_the_trained_steps_against_the_calibration_runs(tmp_path):
+    import numpy as np
+
+    f = _fidelity()
+    cal = [4, 6, 6, 8, 100] * 20
+    held = [9, 12, 12, 15, 400] * 20
+    runs = {"laminar": [_answered_run(tmp_path / "laminar" / "rep0", [], cal)],
+            "sync": [_answered_run(tmp_path / "sync" / "rep0", ["runtime.mode=sync"], cal)],
+            "wide": [_answered_run(tmp_path / "wide" / "rep0",
+                                   ["runtime.task.median_len=14", "runtime.task.tail_ratio=30",
+                                    "workload.max_response_len=512"], held[:50]),
+                     _answered_run(tmp_path / "wide" / "rep1", [], held[50:])]}  # fmt: skip
+    df = f.answered_lengths(runs, ("laminar", "sync")).set_index("setting")
+    assert df.loc["wide", "trajectories"] == len(held)  # warm-up and untrained steps left out
+    assert df.loc["wide", "median"] == np.median(held)
+    assert df.loc["wide", "median_ratio"] == np.median(held) / np.median(cal)
+    assert df.loc["wide", "p99_ratio"] == np.quantile(held, 0.99) / np.quantile(cal + cal, 0.99)
+    assert bool(df.loc["wide", "held_out"]) and not bool(df.loc["sync", "held_out"])
+    assert (df.loc["wide", "task_median"], df.loc["wide", "task_p99"]) == (14.0, 420.0)
+    assert df.loc["wide", "max_response_len"] == 512
+    text = "\n".join(f.answered_markdown(df.reset_index()))
+    assert "| wide | yes | 100 | 12 |" in text
