@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from laminar.calibrate import background, calibrate, cost_file_json
+from laminar.calibrate.answers import task_of
 from laminar.calibrate.fit import DECODE_TERMS, Fit, engine_frame, engine_seconds, fit_engine
 from laminar.calibrate.rundir import read_run, step_timeline
 from laminar.calibrate.speed import PROBE_FIGURES, at_speed, dir_speed, factors, run_speed
@@ -89,6 +90,14 @@ def step_seconds(run: Path) -> pd.Series:
     return step_timeline(run, 0.0)["took_s"]
 
 
+def trained(run: Path, column: str) -> pd.Series:
+    """``column`` of the run's trained trajectories within the figures' window (steps
+    ``WARMUP_STEPS`` up to the run's last), from its trace."""
+    steps = json.loads((run / "summary.json").read_text())["steps"]
+    t = pd.read_parquet(run / "trajectories.parquet", columns=["step", column])
+    return t[(t["step"] >= WARMUP_STEPS) & (t["step"] < steps)][column]
+
+
 def measured(run: Path) -> dict:
     """The figures of one real run, defined as the simulator defines them: over the window
     from the end of step ``WARMUP_STEPS - 1`` to the end of the last step."""
@@ -102,8 +111,7 @@ def measured(run: Path) -> dict:
     win = eng[(eng["at_s"] > lo) & (eng["at_s"] <= lo + window_s)]
     kv_token_s = float((win["kv_tokens"] * win["step_s"]).sum())
     share = (win_tr["train_cpu_s"] / win_tr["train_s"]).median()
-    stale = pd.read_parquet(run / "trajectories.parquet", columns=["step", "staleness"])
-    stale = stale[(stale["step"] >= WARMUP_STEPS) & (stale["step"] < s["steps"])]["staleness"]
+    stale = trained(run, "staleness")
     return {
         "train_tokens_per_s": float(win_tr["tokens"].sum()) / window_s,
         "step_time_s": window_s / len(win_tr),
@@ -469,18 +477,12 @@ def answered_lengths(runs: dict[str, list[Path]], calibration: tuple[str, ...]) 
     and p99 = ``tail_ratio`` x median of the answers asked for). A held-out job is outside the
     calibration's lengths by construction only if it is so as answered, not only by its task."""
     pooled: dict[str, np.ndarray] = {}
-    tasks: dict[str, tuple[float, float, int]] = {}
+    tasks: dict[str, dict] = {}
     for name, dirs in runs.items():
-        parts = []
-        for d in dirs:
-            steps = json.loads((d / "summary.json").read_text())["steps"]
-            t = pd.read_parquet(d / "trajectories.parquet", columns=["step", "response_len"])
-            parts.append(t[(t["step"] >= WARMUP_STEPS) & (t["step"] < steps)]["response_len"])
+        parts = [trained(d, "response_len") for d in dirs]
         pooled[name] = pd.concat(parts).to_numpy(float) if parts else np.array([])
-        cfg = load_config(dirs[0] / "config.yaml")
-        task = cfg.runtime.task
-        tasks[name] = (float(task.median_len), float(task.median_len * task.tail_ratio),
-                       int(cfg.workload.max_response_len))  # fmt: skip
+        if dirs:
+            tasks[name] = task_of(load_config(dirs[0] / "config.yaml"))
     cal = np.concatenate([pooled[c] for c in calibration if c in pooled and len(pooled[c])])
     cal_med, cal_p99 = float(np.median(cal)), float(np.quantile(cal, 0.99))
     rows = []
@@ -488,10 +490,12 @@ def answered_lengths(runs: dict[str, list[Path]], calibration: tuple[str, ...]) 
         if not len(x):
             continue
         med, p99 = float(np.median(x)), float(np.quantile(x, 0.99))
+        task = tasks[name]
         rows.append({"setting": name, "held_out": name not in calibration, "trajectories": len(x),
                      "median": med, "p99": p99, "median_ratio": med / cal_med,
-                     "p99_ratio": p99 / cal_p99, "task_median": tasks[name][0],
-                     "task_p99": tasks[name][1], "max_response_len": tasks[name][2]})  # fmt: skip
+                     "p99_ratio": p99 / cal_p99, "task_median": task["median_len"],
+                     "task_p99": task["median_len"] * task["tail_ratio"],
+                     "max_response_len": task["max_response_len"]})  # fmt: skip
     return pd.DataFrame(rows)
 
 
