@@ -37,7 +37,9 @@ Terms, each fitted by ``scipy.optimize.least_squares`` with coefficients >= 0:
   them); base and rate
   are fitted per trainer thread count (``runtime.trainer_step_base_s_by_threads``,
   ``runtime.trainer_flop_per_s_by_threads``); step 0 is left out (a fresh trainer's first
-  step pays torch's warm-up).
+  step pays torch's warm-up). Where the steps cannot tell base from rate (FLOPs that vary
+  by under 20%, or a slope within two standard errors of zero: a short, noisy run), the whole
+  step is charged per FLOP, which keeps the mean step, and ``laminar calibrate`` says so.
 - **weights**: ``rdma_bytes_per_s`` = weight bytes / median publish seconds (the actor stall:
   one copy into ``/dev/shm``); ``pcie_bytes_per_s`` = weight bytes / median load seconds.
 
@@ -56,6 +58,7 @@ Fit quality per term: R², the median and 90th percentile of |residual| / measur
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -96,6 +99,7 @@ class Fit:
     rel_err_median: float
     rel_err_p90: float
     note: str = ""
+    caveat: str = ""  # what the fit could not tell from the runs (``laminar calibrate`` says)
 
 
 def quality(measured: np.ndarray, predicted: np.ndarray) -> tuple[float, float, float]:
@@ -450,13 +454,14 @@ def fit_trainer(runs: list[RunData], column: str = "train_s",
         secs = np.concatenate([s for _, s in parts])
         if len(flop) == 0:
             continue
-        base_s, sec_per_gflop = _line(flop / 1e9, secs)
+        base_s, sec_per_gflop, why = _line(flop / 1e9, secs)
         r2, med, p90 = quality(secs, base_s + sec_per_gflop * flop / 1e9)
         rate = 1e9 / max(sec_per_gflop, 1e-12)
         what = "trainer CPU" if column == "train_cpu_s" else "trainer"
         fits.append(Fit(f"{what} ({threads} thread{'s' * (threads > 1)})",
                         {"train_flop_per_s": rate, "train_step_base_s": base_s}, len(secs),
-                        r2, med, p90, f"{threads}"))  # fmt: skip
+                        r2, med, p90, f"{threads}",
+                        why and f"no base: all its seconds per FLOP ({why})"))  # fmt: skip
     return fits
 
 
@@ -479,16 +484,45 @@ def padded_tokens(run: RunData, trainer: pd.DataFrame) -> tuple[np.ndarray, np.n
     return tokens, sq
 
 
-def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """(a, b) >= 0 of y = a + b x by least squares; b alone (through the origin) when the x
-    do not vary enough to separate them. A tiny model's step is mostly fixed cost (Python and
-    kernel launches per micro-batch, the optimizer), so the intercept matters."""
-    if len(x) >= 3 and np.ptp(x) > 0.2 * np.mean(x):
-        res = least_squares(lambda c: c[0] + c[1] * x - y, [float(np.median(y)) / 2,
-                            float(np.median(y / np.maximum(x, 1e-12))) / 2],
-                            bounds=(0.0, np.inf))  # fmt: skip
-        return float(res.x[0]), float(res.x[1])
-    return 0.0, float(np.sum(y) / max(np.sum(x), 1e-30))
+def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float, str]:
+    """(a, b, why) with a, b >= 0 of y = a + b x by least squares; b alone (through the origin,
+    which keeps the mean of y) when the x do not vary enough to separate them or the steps do
+    not resolve b (its least-squares t-value below ``SLOPE_T_MIN``: noise can pull a line's
+    slope to nothing, a rate no machine has); ``why`` says which, "" for a line. A tiny
+    model's step is mostly fixed cost (Python and kernel launches per micro-batch, the
+    optimizer), so the intercept matters."""
+    if len(x) < 3 or np.ptp(x) <= 0.2 * np.mean(x):
+        why = f"{len(x)} step(s) of {np.ptp(x) / max(np.mean(x), 1e-30):.0%} spread in FLOPs"
+        return 0.0, _through_origin(x, y), why
+    res = least_squares(lambda c: c[0] + c[1] * x - y, [float(np.median(y)) / 2,
+                        float(np.median(y / np.maximum(x, 1e-12))) / 2],
+                        bounds=(0.0, np.inf))  # fmt: skip
+    t = slope_t(x, y)
+    if not t >= SLOPE_T_MIN or res.x[1] <= 0:
+        return 0.0, _through_origin(x, y), f"slope not resolved (t = {t:.1f})"
+    return float(res.x[0]), float(res.x[1]), ""
+
+
+SLOPE_T_MIN = 2.0  # a slope within two standard errors of zero is not told from none
+
+
+def slope_t(x: np.ndarray, y: np.ndarray) -> float:
+    """The ordinary least-squares slope of y on x over its standard error (inf for a line
+    the points lie on exactly, nan for fewer than three points or x all alike)."""
+    n = len(x)
+    sxx = float(np.sum((x - x.mean()) ** 2)) if n else 0.0
+    if n < 3 or sxx <= 0:
+        return float("nan")
+    b = float(np.sum((x - x.mean()) * (y - y.mean()))) / sxx
+    resid = y - y.mean() - b * (x - x.mean())
+    se = math.sqrt(float(np.sum(resid**2)) / (n - 2) / sxx)
+    if se == 0:
+        return math.copysign(math.inf, b) if b else float("nan")
+    return b / se
+
+
+def _through_origin(x: np.ndarray, y: np.ndarray) -> float:
+    return float(np.sum(y) / max(np.sum(x), 1e-30))
 
 
 def fit_transfer(runs: list[RunData]) -> list[Fit]:

@@ -119,6 +119,6 @@ def fit_table(fits) -> str:
         p90 = "-" if math.isnan(f.rel_err_p90) else f"{f.rel_err_p90:.1%}"
         lines.append(
             f"{f.name:22s} {f.samples:8d} {r2:>7s} {p50:>12s} "
-            f"{p90:>7s}  {f.note if not f.name.startswith('trainer') else ''}"
+            f"{p90:>7s}  {f.caveat or (f.note if not f.name.startswith('trainer') else '')}"
         )
     return "\n".join(lines)

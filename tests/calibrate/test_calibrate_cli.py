@@ -398,3 +398,46 @@ def test_a_job_in_no_calibrated_placement_is_warned(tmp_path, capsys):
                      "(laminar x2, sync x2)") == 1, err
     assert main([*args, "--set", "runtime.rollouts=2", "--out", str(tmp_path / "b")]) == 0
     assert "placement" not in capsys.readouterr().err
+
+
+def _trainer_seconds(root: Path, seconds) -> np.ndarray:
+    """Give ``root``'s trainer steps ``seconds(flop)``; the steps' FLOPs (step 0 left out, as
+    the fit leaves it)."""
+    path = root / "profile" / "trainer_steps.csv"
+    tr = pd.read_csv(path)
+    flop = 8 * PARAMS * tr["tokens"].to_numpy(float) + 8 * 2 * 128 * tr["tokens_sq"].to_numpy(float)
+    tr["train_s"] = seconds(flop)
+    tr.to_csv(path, index=False)
+    return flop[1:]
+
+
+def test_a_trainer_slope_the_steps_do_not_resolve_charges_the_whole_step_per_flop(tmp_path, capsys):
+    """A short, noisy run whose step seconds do not grow with its FLOPs (here they shrink a
+    little): a line's slope would go to nothing, a FLOP rate no machine has, and the cost file
+    be refused. The fit charges each step's seconds per FLOP instead (the mean step kept)."""
+    run = make_run(tmp_path / "run", seed=3)
+    rng = np.random.default_rng(0)
+    flop = _trainer_seconds(run, lambda f: 0.4 - 1e-12 * f + rng.normal(0, 0.01, len(f)))
+    secs = pd.read_csv(run / "profile" / "trainer_steps.csv")["train_s"].to_numpy()[1:]
+    out = tmp_path / "cost.json"
+    assert main(["calibrate", str(run), "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "slope not resolved" in printed
+    rt = json.loads(out.read_text())["runtime"]
+    assert rt["trainer_step_base_s_by_threads"]["1"] == 0.0
+    assert rt["trainer_flop_per_s_by_threads"]["1"] == pytest.approx(flop.sum() / secs.sum())
+    fit = json.loads(out.read_text())["fit"]["trainer (1 thread)"]
+    assert "slope not resolved" in fit["caveat"]
+
+
+def test_a_noisy_trainer_line_keeps_its_base(tmp_path, capsys):
+    """Steps whose seconds grow with their FLOPs through the noise keep base and rate apart."""
+    run = make_run(tmp_path / "run", seed=4)
+    rng = np.random.default_rng(1)
+    _trainer_seconds(run, lambda f: 0.2 + f / RATE * rng.normal(1.0, 0.03, len(f)))
+    out = tmp_path / "cost.json"
+    assert main(["calibrate", str(run), "-o", str(out)]) == 0
+    assert "slope not resolved" not in capsys.readouterr().out
+    rt = json.loads(out.read_text())["runtime"]
+    assert rt["trainer_step_base_s_by_threads"]["1"] == pytest.approx(0.2, abs=0.05)
+    assert rt["trainer_flop_per_s_by_threads"]["1"] == pytest.approx(RATE, rel=0.1)
