@@ -73,6 +73,12 @@ SETTINGS: dict[str, list[str]] = {
                   "runtime.task.median_len=14", "runtime.task.tail_ratio=30"],
     "laminar-wide-norepack": ["workload.max_response_len=512", "runtime.task.median_len=14",
                               "runtime.task.tail_ratio=30", "repack.enabled=false"],
+    # campaign 18: a task shape no campaign ran (p50 20, p99 20 x 20 = 400, a 512-token budget)
+    # and another seed, so other prompts (their letters too) than every run before it
+    "laminar-mid": ["seed=7", "workload.max_response_len=512", "runtime.task.median_len=20",
+                    "runtime.task.tail_ratio=20"],
+    "sync-mid": ["seed=7", "runtime.mode=sync", "workload.max_response_len=512",
+                 "runtime.task.median_len=20", "runtime.task.tail_ratio=20"],
 }
 CALIBRATION = ("laminar", "sync")
 
