@@ -413,9 +413,11 @@ def results_markdown(settings: pd.DataFrame, fits: list[Fit], noise: pd.DataFram
                      paired: bool = False, share: float = float("nan"),
                      calibration: tuple[str, ...] = CALIBRATION, speed_note: str = "",
                      at_speed: bool = False, runs: pd.DataFrame | None = None,
-                     lengths: pd.DataFrame | None = None) -> str:  # fmt: skip
+                     lengths: pd.DataFrame | None = None,
+                     gap: pd.DataFrame | None = None) -> str:  # fmt: skip
     """The generated section of docs/fidelity.md: tables of predicted vs measured (``runs``:
-    the per-run table, for how firmly the runs order the ranked pairs)."""
+    the per-run table, for how firmly the runs order the ranked pairs; ``lengths``,
+    :func:`answered_lengths`; ``gap``, :func:`probe_gap`)."""
     which = ("the cost file calibrated on the same repeat's calibration runs (`--paired`)"
              if paired else "the calibrated cost file")  # fmt: skip
     lines = [f"Measured: median of the repeats [min, max]. Predicted: the simulator with {which}"
@@ -471,6 +473,8 @@ def results_markdown(settings: pd.DataFrame, fits: list[Fit], noise: pd.DataFram
     what = "all the calibration runs together" if paired else "the calibration runs"
     if lengths is not None:
         lines += answered_markdown(lengths)
+    if gap is not None:
+        lines += probe_gap_markdown(gap)
     lines += ["", f"Fit of {what} (`laminar calibrate`):", "", "```",
               fit_table(fits), "```"]  # fmt: skip
     return "\n".join(lines)
@@ -503,6 +507,72 @@ def answered_lengths(runs: dict[str, list[Path]], calibration: tuple[str, ...]) 
                      "task_p99": task["median_len"] * task["tail_ratio"],
                      "max_response_len": task["max_response_len"]})  # fmt: skip
     return pd.DataFrame(rows)
+
+
+PROBE_STEPS = 4  # a probe's steps (docs/fidelity.md, protocol step 5)
+
+
+def probe_gap(runs: dict[str, list[Path]], first_steps: int = PROBE_STEPS) -> pd.DataFrame:
+    """How far a probe's first ``first_steps`` steps overstate each setting's answers, and why
+    (every repeat of a repeat-task setting pooled): ``gap``, their mean response over the
+    window's (steps ``WARMUP_STEPS`` on); ``prompts``, the same ratio of each trajectory's
+    expected response given its prompt (the mean response, over every step, of the prompts
+    with its letter and its power-of-two bucket of asked length: which prompts a step asks);
+    ``policy``, gap / prompts (how the policy's answers moved, the prompts held alike); and
+    ``prompt_share``, the share of log(response / asked)'s variance between prompts (runaways
+    left out): how much of an answer's length its prompt sets."""
+    from laminar.runtime.tasks.make import make_task
+
+    rows = []
+    for name, dirs in runs.items():
+        frames = []
+        for i, d in enumerate(dirs):
+            cfg = load_config(d / "config.yaml")
+            if getattr(cfg.runtime.task, "type", "repeat") != "repeat":
+                break
+            gen = make_task(cfg.runtime.task, seed=cfg.seed,
+                            max_answer_len=cfg.workload.max_response_len - 1)  # fmt: skip
+            t = pd.read_parquet(d / "trajectories.parquet",
+                                columns=["step", "prompt_id", "response_len"])  # fmt: skip
+            asked = {p: gen.prompt(int(p)).answer for p in t["prompt_id"].unique()}
+            frames.append(t.assign(
+                letter=t["prompt_id"].map({p: a[0] for p, a in asked.items()}),
+                exact=t["prompt_id"].map({p: len(a) + 1 for p, a in asked.items()}),
+                group=f"{i}:" + t["prompt_id"].astype(str),
+                free=t["response_len"] < cfg.workload.max_response_len))  # fmt: skip
+        if not frames or len(frames) < len(dirs):
+            continue
+        t = pd.concat(frames, ignore_index=True)
+        t["bucket"] = np.floor(np.log2(t["exact"])).astype(int)
+        t["expected"] = t.groupby(["letter", "bucket"])["response_len"].transform("mean")
+        probe, window = t[t["step"] < first_steps], t[t["step"] >= WARMUP_STEPS]
+        gap = probe["response_len"].mean() / window["response_len"].mean()
+        prompts = probe["expected"].mean() / window["expected"].mean()
+        free = t[t["free"]]
+        lr = np.log(free["response_len"] / free["exact"])
+        within = (lr - lr.groupby(free["group"]).transform("mean")).pow(2).sum()
+        dof = len(lr) - free["group"].nunique()
+        share = 1 - within / dof / lr.var() if dof > 0 else np.nan
+        rows.append({"setting": name, "probe_steps": first_steps, "gap": gap,
+                     "prompts": prompts, "policy": gap / prompts, "prompt_share": share})
+    return pd.DataFrame(rows)
+
+
+def probe_gap_markdown(gap: pd.DataFrame) -> list[str]:
+    """The table of :func:`probe_gap`, under the results."""
+    if gap.empty:
+        return []
+    n = int(gap["probe_steps"].iloc[0])
+    lines = ["", f"What a probe of the first {n} steps shows: their mean response over the "
+             "window's (*gap*), split into which prompts those steps asked (*prompts*: each "
+             "answer's expected length given its prompt's letter and asked length) and how the "
+             "policy answered them (*policy* = gap / prompts); *prompt share*: the share of "
+             "log(response / asked)'s variance between prompts:", "",
+             "| setting | gap | prompts | policy | prompt share |", "|" + "---|" * 5]  # fmt: skip
+    for _, r in gap.iterrows():
+        lines.append(f"| {r['setting']} | {r['gap']:.2f}x | {r['prompts']:.2f}x | "
+                     f"{r['policy']:.2f}x | {r['prompt_share']:.2f} |")
+    return lines
 
 
 def answered_markdown(lengths: pd.DataFrame) -> list[str]:
@@ -759,6 +829,8 @@ def main(argv: list[str] | None = None) -> int:
     settings.to_csv(data / "settings.csv", index=False)
     lengths = answered_lengths(runs, calibration)
     lengths.to_csv(data / "lengths.csv", index=False)
+    gap = probe_gap(runs)
+    gap.to_csv(data / "probe_gap.csv", index=False)
     save_figure(fidelity_figure(settings), data / "fidelity.png")
     doc = Path(args.doc)
     text = doc.read_text() if doc.exists() else f"# Simulator fidelity\n\n{BEGIN}\n{END}\n"
@@ -768,7 +840,7 @@ def main(argv: list[str] | None = None) -> int:
     noise = noise_floor(at_reference_speed(df) if args.speed != "none" else df)
     section = results_markdown(settings, fits, noise, args.paired, repeat_share(df), calibration,
                                speed_note(df, args.speed), at_speed=args.speed != "none",
-                               runs=df, lengths=lengths)
+                               runs=df, lengths=lengths, gap=gap)
     doc.write_text(f"{head}{BEGIN}\n{section}\n{END}{tail}")
     print(section)
     return 0

@@ -236,3 +236,61 @@ def test_answered_lengths_pool_the_trained_steps_against_the_calibration_runs(tm
     assert df.loc["wide", "max_response_len"] == 512
     text = "\n".join(f.answered_markdown(df.reset_index()))
     assert "| wide | yes | 100 | 12 |" in text
+
+
+def _prompt_run(path: Path, rows: list[tuple[int, int, int]], steps: int = 8) -> Path:
+    """A run directory of the default repeat task with a trace of (step, prompt_id, response)."""
+    from laminar.config import load_config
+    from laminar.config.loader import write_resolved
+
+    path.mkdir(parents=True)
+    write_resolved(load_config(preset="tiny-cpu"), path)
+    (path / "summary.json").write_text(f'{{"steps": {steps}}}')
+    pd.DataFrame(rows, columns=["step", "prompt_id", "response_len"]).to_parquet(
+        path / "trajectories.parquet")  # fmt: skip
+    return path
+
+
+def _prompts_by_letter():
+    """Prompt ids of the default task (seed 0) by (letter, power-of-two bucket of n + 1)."""
+    import math
+
+    from laminar.config import load_config
+    from laminar.runtime.tasks.make import make_task
+
+    cfg = load_config(preset="tiny-cpu")
+    cap = cfg.workload.max_response_len
+    gen = make_task(cfg.runtime.task, seed=cfg.seed, max_answer_len=cap - 1)
+    out: dict[tuple[str, int], list[int]] = {}
+    for p in range(3000):
+        answer = gen.prompt(p).answer
+        out.setdefault((answer[0], int(math.log2(len(answer) + 1))), []).append(p)
+    return out
+
+
+def test_a_probes_gap_splits_into_its_prompts_and_its_policy(tmp_path):
+    """Answers set by their prompt alone, the probe's steps asking the long ones: the whole gap
+    is its prompts'. One kind of prompt whose answers halve after the probe: the policy's."""
+    f = _fidelity()
+    by = _prompts_by_letter()
+    long_ids, short_ids = by[("a", 3)], by[("b", 3)]
+    rows = []
+    for step in range(8):  # the first 4 steps ask 3 long prompts and 1 short, the rest 1 and 3
+        ids = long_ids[3 * step: 3 * step + 3][: 3 if step < 4 else 1]
+        ids += short_ids[3 * step: 3 * step + 3][: 1 if step < 4 else 3]
+        rows += [(step, p, 40 if p in long_ids else 10) for p in ids for _ in range(4)]
+    prompts = {"prompts": [_prompt_run(tmp_path / "p" / "rep0", rows)]}
+    same = by[("c", 3)]
+    rows = [(step, same[step], 20 if step < 4 else 10) for step in range(8) for _ in range(4)]
+    policy = {"policy": [_prompt_run(tmp_path / "q" / "rep0", rows)]}
+    gap = f.probe_gap({**prompts, **policy}).set_index("setting")
+    early = (3 * 40 + 10) / 4  # the mean answer of a step of the probe's kind
+    window = (3 * early + 4 * (40 + 3 * 10) / 4) / 7  # steps 1-3 of that kind, 4-7 the other
+    assert gap.loc["prompts", "gap"] == pytest.approx(early / window)
+    assert gap.loc["prompts", "prompts"] == pytest.approx(early / window)
+    assert gap.loc["prompts", "policy"] == pytest.approx(1.0)
+    assert gap.loc["prompts", "prompt_share"] == pytest.approx(1.0)  # a prompt's answers alike
+    assert gap.loc["policy", "gap"] == pytest.approx(20 / (20 * 3 + 10 * 4) * 7)
+    assert gap.loc["policy", "prompts"] == pytest.approx(1.0)
+    assert gap.loc["policy", "policy"] == pytest.approx(gap.loc["policy", "gap"])
+    assert "| prompts |" in "\n".join(f.probe_gap_markdown(gap.reset_index()))
