@@ -2,12 +2,15 @@
 
 ``laminar calibrate --lengths-from PROBE`` takes the task lengths from a short run of the job to
 predict (``laminar.calibrate.answers``): a snapshot of its policy over the probe's first steps.
-A policy shortens its answers as it trains: in the fifteenth campaign the mean answer over 24
-steps was 0.77-0.84 of the first four steps' in the calibration runs and 0.45-0.76 in the
-held-out jobs, and the long jobs' probed step times came out +49% and +55%
-(``docs/fidelity.md``, *Fifteenth campaign*). How lengths move is not modelled; this measures it
-on the calibration runs, over the probe's window, so that ``laminar calibrate`` can say how far
-a probe's lengths may overstate a longer job's. It changes no figure of the cost file.
+A probe's answers run longer than the job's over its window: in the fifteenth campaign the mean
+answer over 24 steps was 0.77-0.84 of the first four steps' in the calibration runs and
+0.45-0.76 in the held-out jobs, and the long jobs' probed step times came out +49% and +55%
+(``docs/fidelity.md``, *Fifteenth campaign*). About half of that gap is which prompts the first
+steps ask (an answer's length depends on its prompt), half the policy shortening its answers
+over its first 2-3 steps (*Eighteenth campaign*; ``benchmarks/fidelity.py``, ``probe_gap``).
+How lengths move is not modelled; this measures the gap on the calibration runs, over the
+probe's window, so that ``laminar calibrate`` can say how far a probe's lengths may overstate
+a longer job's. It changes no figure of the cost file.
 """
 
 from __future__ import annotations
@@ -53,9 +56,10 @@ def measure(runs: list[RunData], probes: list[RunData]) -> Fit | None:
     spread = f"{min(ratios):.2f}-{max(ratios):.2f}" if len(ratios) > 1 else f"{ratios[0]:.2f}"
     note = (f"the calibration runs' answers over steps {FIRST_STEP}-{last} were {mean:.2f}x "
             f"(runs {spread}) as long as over their first {k}, the --lengths-from run's window: "
-            + ("a policy that shortens its answers as it trains makes the probe's lengths, and "
-               "its step time, an upper figure" if mean < 1 else
-               "a policy that lengthens them makes the probe's lengths a lower figure"))
+            + ("answers that run shorter after a probe's steps (its prompts, and its policy's "
+               "first steps) make the probe's lengths, and its step time, an upper figure"
+               if mean < 1 else "answers that run longer after them make the probe's lengths a "
+               "lower figure"))
     values = {"later_over_first": mean, "first_steps": float(k),
               "min": float(min(ratios)), "max": float(max(ratios))}  # fmt: skip
     nan = float("nan")
