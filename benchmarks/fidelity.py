@@ -99,9 +99,15 @@ def step_seconds(run: Path) -> pd.Series:
 def trained(run: Path, column: str) -> pd.Series:
     """``column`` of the run's trained trajectories within the figures' window (steps
     ``WARMUP_STEPS`` up to the run's last), from its trace."""
+    return trained_from(run, [column])[column]
+
+
+def trained_from(run: Path, columns: list[str], first: int = WARMUP_STEPS) -> pd.DataFrame:
+    """``step`` and ``columns`` of the run's trajectories trained in steps ``first`` up to its
+    last (those generated past it left out), from its trace."""
     steps = json.loads((run / "summary.json").read_text())["steps"]
-    t = pd.read_parquet(run / "trajectories.parquet", columns=["step", column])
-    return t[(t["step"] >= WARMUP_STEPS) & (t["step"] < steps)][column]
+    t = pd.read_parquet(run / "trajectories.parquet", columns=["step", *columns])
+    return t[(t["step"] >= first) & (t["step"] < steps)]
 
 
 def measured(run: Path) -> dict:
@@ -514,13 +520,14 @@ PROBE_STEPS = 4  # a probe's steps (docs/fidelity.md, protocol step 5)
 
 def probe_gap(runs: dict[str, list[Path]], first_steps: int = PROBE_STEPS) -> pd.DataFrame:
     """How far a probe's first ``first_steps`` steps overstate each setting's answers, and why
-    (every repeat of a repeat-task setting pooled): ``gap``, their mean response over the
-    window's (steps ``WARMUP_STEPS`` on); ``prompts``, the same ratio of each trajectory's
-    expected response given its prompt (the mean response, over every step, of the prompts
-    with its letter and its power-of-two bucket of asked length: which prompts a step asks);
-    ``policy``, gap / prompts (how the policy's answers moved, the prompts held alike); and
-    ``prompt_share``, the share of log(response / asked)'s variance between prompts (runaways
-    left out): how much of an answer's length its prompt sets."""
+    (every repeat's trained trajectories of a repeat-task setting pooled): ``gap``, their mean
+    response over the window's (steps ``WARMUP_STEPS`` on); ``prompts``, the same ratio of each
+    trajectory's expected response given its prompt (the mean response, over every step, of
+    the prompts with its letter and its power-of-two bucket of asked length: which prompts a
+    step asks); ``policy``, gap / prompts (how the policy's answers moved, the prompts held
+    alike); and ``prompt_share``, the share of log(response / asked)'s variance between
+    prompts (runaways left out): how much of an answer's length its prompt sets."""
+
     from laminar.runtime.tasks.make import make_task
 
     rows = []
@@ -532,8 +539,7 @@ def probe_gap(runs: dict[str, list[Path]], first_steps: int = PROBE_STEPS) -> pd
                 break
             gen = make_task(cfg.runtime.task, seed=cfg.seed,
                             max_answer_len=cfg.workload.max_response_len - 1)  # fmt: skip
-            t = pd.read_parquet(d / "trajectories.parquet",
-                                columns=["step", "prompt_id", "response_len"])  # fmt: skip
+            t = trained_from(d, ["prompt_id", "response_len"], first=0)
             asked = {p: gen.prompt(int(p)).answer for p in t["prompt_id"].unique()}
             frames.append(t.assign(
                 letter=t["prompt_id"].map({p: a[0] for p, a in asked.items()}),

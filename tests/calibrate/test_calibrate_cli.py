@@ -23,6 +23,11 @@ TRUE = {
 PARAMS, WEIGHT_BYTES, RATE = 537_472, 2_149_888, 2.0e10
 
 
+def _flop(tokens, tokens_sq):
+    """A trainer step's FLOPs in ``make_run``'s runs (8 x params, 8 x layers x hidden)."""
+    return 8 * PARAMS * tokens + 8 * 2 * 128 * tokens_sq
+
+
 def make_run(root: Path, *, seed: int = 0, shared: bool = True, threads: int = 1,
              rate: float = RATE, cpu_model: str = "Test CPU") -> Path:  # fmt: skip
     """A run directory whose profile follows TRUE (2 replicas, on one core when ``shared``)."""
@@ -50,7 +55,7 @@ def make_run(root: Path, *, seed: int = 0, shared: bool = True, threads: int = 1
     pd.DataFrame(rows, columns=cols).to_csv(prof / "engine_steps.csv", index=False)
     tokens = rng.integers(1000, 6000, 10)
     sq = tokens * 30
-    flop = 8 * PARAMS * tokens + 8 * 2 * 128 * sq
+    flop = _flop(tokens, sq)
     pd.DataFrame({"step": range(10), "train_s": flop / rate, "publish_s": 0.005,
                   "wait_s": 0.1, "tokens": tokens, "tokens_sq": sq}).to_csv(
         prof / "trainer_steps.csv", index=False)  # fmt: skip
@@ -405,7 +410,7 @@ def _trainer_seconds(root: Path, seconds) -> np.ndarray:
     the fit leaves it)."""
     path = root / "profile" / "trainer_steps.csv"
     tr = pd.read_csv(path)
-    flop = 8 * PARAMS * tr["tokens"].to_numpy(float) + 8 * 2 * 128 * tr["tokens_sq"].to_numpy(float)
+    flop = _flop(tr["tokens"].to_numpy(float), tr["tokens_sq"].to_numpy(float))
     tr["train_s"] = seconds(flop)
     tr.to_csv(path, index=False)
     return flop[1:]

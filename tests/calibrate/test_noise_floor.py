@@ -202,15 +202,20 @@ def test_engine_check_compares_the_cost_files_term_with_each_settings_steps(tmp_
 def _answered_run(path: Path, overrides: list[str], responses: list[int], steps: int = 3) -> Path:
     """A run directory with what ``answered_lengths`` reads: config, summary and a trace whose
     step 0 answers 1,000 tokens (left out as the warm-up) and the later steps ``responses``."""
+    rows = [(0, 1000)] * 4 + [(1 + i % (steps - 1), r) for i, r in enumerate(responses)]
+    rows += [(steps, 2000)] * 4  # generated past the last step: not trained
+    return _trace_run(path, pd.DataFrame(rows, columns=["step", "response_len"]), overrides, steps)
+
+
+def _trace_run(path: Path, trace: pd.DataFrame, overrides: list[str], steps: int) -> Path:
+    """A run directory of the tiny-cpu preset with ``overrides``: config, summary, ``trace``."""
     from laminar.config import load_config
     from laminar.config.loader import write_resolved
 
     path.mkdir(parents=True)
     write_resolved(load_config(preset="tiny-cpu", overrides=overrides), path)
     (path / "summary.json").write_text(f'{{"steps": {steps}}}')
-    rows = [(0, 1000)] * 4 + [(1 + i % (steps - 1), r) for i, r in enumerate(responses)]
-    rows += [(steps, 2000)] * 4  # generated past the last step: not trained
-    pd.DataFrame(rows, columns=["step", "response_len"]).to_parquet(path / "trajectories.parquet")
+    trace.to_parquet(path / "trajectories.parquet")
     return path
 
 
@@ -239,16 +244,11 @@ def test_answered_lengths_pool_the_trained_steps_against_the_calibration_runs(tm
 
 
 def _prompt_run(path: Path, rows: list[tuple[int, int, int]], steps: int = 8) -> Path:
-    """A run directory of the default repeat task with a trace of (step, prompt_id, response)."""
-    from laminar.config import load_config
-    from laminar.config.loader import write_resolved
-
-    path.mkdir(parents=True)
-    write_resolved(load_config(preset="tiny-cpu"), path)
-    (path / "summary.json").write_text(f'{{"steps": {steps}}}')
-    pd.DataFrame(rows, columns=["step", "prompt_id", "response_len"]).to_parquet(
-        path / "trajectories.parquet")  # fmt: skip
-    return path
+    """A run directory of the default repeat task with a trace of (step, prompt_id, response)
+    and 4 trajectories generated past its last step (not trained: left out)."""
+    rows = [*rows, *[(steps, 0, 5000)] * 4]
+    trace = pd.DataFrame(rows, columns=["step", "prompt_id", "response_len"])
+    return _trace_run(path, trace, [], steps)
 
 
 def _prompts_by_letter():
